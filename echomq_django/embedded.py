@@ -46,6 +46,7 @@ __all__ = [
     "ServerBinaryNotFound",
     "ServerStartError",
     "find_server_binary",
+    "free_port",
     "server_version",
 ]
 
@@ -250,6 +251,11 @@ def _free_port(host: str = "127.0.0.1", *, cluster_bus: bool = False) -> int:
             _ports_handed_out.add(port)
             return port
     raise ServerStartError("could not find a free TCP port on loopback")
+
+
+def free_port(host: str = "127.0.0.1", *, cluster_bus: bool = False) -> int:
+    """A free loopback port not handed out before by this process (20000-45000)."""
+    return _free_port(host, cluster_bus=cluster_bus)
 
 
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,10 @@
+"""The engine: the leased state machine on Redis/Valkey, with no Django imports.
+
+Layers, arrows down only::
+
+    worker / reaper
+        jobs        (the leased state machine API: one script call per operation)
+        connector   (EVALSHA first, SCRIPT LOAD on NOSCRIPT, typed errors)
+        script      (scripts/*.lua, one file per transition, SHA1 computed once)
+        keyspace    (key names, hash tag, queue-name and job-id validation)
+"""

@@ -1,0 +1,174 @@
+"""The one way the engine talks to the server: EVALSHA first, SCRIPT LOAD on NOSCRIPT.
+
+A script's body crosses the wire once per server (when the server answers
+NOSCRIPT); every other call sends only its SHA1. Script errors come back as
+typed exceptions. redis-py's automatic command retry is switched off: re-sending
+a transition whose reply was lost could run it twice, so the caller (the worker
+loop, the reaper) decides what a lost connection means.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError
+from redis.retry import Retry
+
+from .errors import (
+    EchoMQError,
+    JobExists,
+    JobNotFound,
+    ScriptError,
+    ServerOutOfMemory,
+    ServerUnavailable,
+    StaleToken,
+    WrongState,
+)
+from .script import Script
+
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+_ERROR_CODES: dict[str, type[EchoMQError]] = {
+    "EMQSTALE": StaleToken,
+    "EMQNOTFOUND": JobNotFound,
+    "EMQEXISTS": JobExists,
+    "EMQSTATE": WrongState,
+}
+_CODE = re.compile(r"(EMQ[A-Z]+)\s+(.*?)(?:\s+script:.*)?$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One script invocation, for pipelining many in one round trip."""
+
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[Any]
+
+
+def mask_url(url: str) -> str:
+    """The URL with its password replaced by ``***``: safe for logs, pages and errors."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    netloc = f"{user}:***@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def translate_error(exc: Exception) -> Exception:
+    """Map a redis-py exception onto the engine's typed errors."""
+    if isinstance(exc, EchoMQError):
+        return exc
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return ServerUnavailable(f"{type(exc).__name__}: {exc}")
+    message = str(exc)
+    if isinstance(exc, redis.ResponseError):
+        match = _CODE.search(message)
+        if match and match.group(1) in _ERROR_CODES:
+            return _ERROR_CODES[match.group(1)](match.group(2))
+        if message.startswith("OOM") or "OOM command not allowed" in message:
+            return ServerOutOfMemory(message)
+        return ScriptError(message)
+    return exc
+
+
+class Connector:
+    """A client plus the script dispatch. One per process is enough: it is thread-safe."""
+
+    def __init__(self, client: redis.Redis | redis.RedisCluster, url: str = "") -> None:
+        self.client = client
+        self.url = url
+        self.is_cluster = isinstance(client, redis.RedisCluster)
+        self.script_loads = 0
+        self._loads_lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Connector:
+        """Connect from ``redis://``, ``rediss://``, ``unix://`` or ``redis+cluster://``.
+
+        ``options`` go to redis-py (``socket_timeout``, ``ssl_ca_certs``, ``username``,
+        ``password``, ``health_check_interval``...). Nothing is sent until first use.
+        """
+        options.setdefault("decode_responses", True)
+        options.setdefault("retry", Retry(NoBackoff(), 0))
+        options.setdefault("socket_connect_timeout", 5)
+        scheme = urlsplit(url).scheme
+        if scheme in CLUSTER_SCHEMES or options.pop("cluster", False):
+            plain = url.replace(scheme, CLUSTER_SCHEMES.get(scheme, scheme), 1)
+            options.pop("retry")
+            client: Any = redis.RedisCluster.from_url(plain, **options)
+        else:
+            client = redis.Redis.from_url(url, **options)
+        return cls(client, url)
+
+    @property
+    def safe_url(self) -> str:
+        return mask_url(self.url)
+
+    def run(self, script: Script, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
+        """EVALSHA ``script``; on NOSCRIPT load it once and run it again by SHA."""
+        try:
+            try:
+                return self.client.evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                self.load(script)
+                return self.client.evalsha(script.sha, len(keys), *keys, *args)
+        except Exception as exc:
+            raise translate_error(exc) from exc
+
+    def run_many(self, calls: Sequence[Call]) -> list[Any]:
+        """Pipeline many script calls in one round trip.
+
+        Returns one entry per call: the reply, or the typed exception instance for
+        a call that failed (the others still ran). Calls that met NOSCRIPT did not
+        run; their scripts are loaded and those calls alone are sent again.
+        """
+        if not calls:
+            return []
+        try:
+            replies = self._pipeline(calls)
+            missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+            if missing:
+                for script in {calls[i].script.sha: calls[i].script for i in missing}.values():
+                    self.load(script)
+                for i, reply in zip(missing, self._pipeline([calls[i] for i in missing])):
+                    replies[i] = reply
+        except Exception as exc:
+            raise translate_error(exc) from exc
+        return [translate_error(r) if isinstance(r, Exception) else r for r in replies]
+
+    def _pipeline(self, calls: Iterable[Call]) -> list[Any]:
+        pipe = self.client.pipeline(transaction=False)
+        for call in calls:
+            pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+        return pipe.execute(raise_on_error=False)
+
+    def load(self, script: Script) -> None:
+        """SCRIPT LOAD the body (on every primary of a cluster) and count it."""
+        sha = self.client.script_load(script.body)
+        if isinstance(sha, dict):  # a cluster answers per node
+            sha = next(iter(sha.values()))
+        if sha != script.sha:
+            raise ScriptError(f"server hashed script {script.name} as {sha}, expected {script.sha}")
+        with self._loads_lock:
+            self.script_loads += 1
+
+    def ping(self) -> bool:
+        try:
+            return bool(self.client.ping())
+        except Exception as exc:
+            raise translate_error(exc) from exc
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,84 @@
+"""Typed errors of the engine.
+
+Every error a caller can act on has its own class; all derive from ``EchoMQError``.
+Validation errors also derive from ``ValueError`` so that generic callers
+(forms, URL resolvers) can treat them as bad input.
+"""
+
+from __future__ import annotations
+
+
+class EchoMQError(Exception):
+    """Base class of every error raised by the engine."""
+
+
+class InvalidQueueName(EchoMQError, ValueError):
+    """A queue name that cannot be turned into a key (raised before any key is built)."""
+
+
+class InvalidJobId(EchoMQError, ValueError):
+    """A job id that is not a canonical UUIDv7 (raised before any key is built)."""
+
+
+class InvalidWorkerId(EchoMQError, ValueError):
+    """A worker id with characters that the row's worker list cannot hold."""
+
+
+class InvalidJobOptions(EchoMQError, ValueError):
+    """An enqueue option out of range (priority, attempts, lease, payload size...)."""
+
+
+class PayloadTooLarge(InvalidJobOptions):
+    """The payload is bigger than the configured limit; nothing was written."""
+
+
+class StaleToken(EchoMQError):
+    """The lease token no longer matches: the job was reaped, re-claimed, or finished.
+
+    The script refused the transition and changed nothing. The current holder's
+    work survives a late call from a zombie worker.
+    """
+
+
+class JobNotFound(EchoMQError, LookupError):
+    """No row exists for this job id (never enqueued, removed, or trimmed)."""
+
+
+class JobExists(EchoMQError):
+    """A row with this id exists already; the enqueue changed nothing."""
+
+
+class WrongState(EchoMQError):
+    """The job is not in a state that allows this operator action."""
+
+
+class ScriptError(EchoMQError):
+    """A script failed on the server for a reason other than the ones above."""
+
+
+class ServerUnavailable(EchoMQError, ConnectionError):
+    """The server could not be reached or the connection was lost mid-call.
+
+    After a lost connection the transition may or may not have run: the state is
+    either before or after it, never half. Callers decide whether to retry.
+    """
+
+
+class ServerOutOfMemory(EchoMQError):
+    """The server refused a write (maxmemory reached with noeviction); nothing was written."""
+
+
+class CorruptRow(EchoMQError):
+    """A row that cannot be read as a job (missing or ill-typed fields)."""
+
+
+# The classes below name failures that scripts record in a row's errors list
+# (as exception_class_path); they are raised by nobody.
+
+
+class LeaseExpired(EchoMQError):
+    """The lease ran out before the job finished: the worker died or stalled."""
+
+
+class Cancelled(EchoMQError):
+    """An operator cancelled the job before it ran."""

@@ -1,0 +1,587 @@
+"""The leased state machine: every operation is exactly one script call.
+
+::
+
+    enqueue -> pending | scheduled
+    claim: pending -> active          (attempts += 1: the fencing token; lease on the server clock)
+    complete: active -> completed     (token-fenced)
+    retry: active -> scheduled | pending | dead   (token-fenced; dead past max attempts)
+    extend: active -> active          (token-fenced; new deadline)
+    release: active -> pending        (token-fenced; the attempt is refunded)
+    reap: expired active -> pending | dead
+    promote / run_now: scheduled -> pending
+    cancel: pending | scheduled -> dead;  retry_dead: dead -> pending;  delete, trim
+
+Reads (a row, the counts, a page of a place) are plain reads or read-only scripts.
+The only writes outside scripts are the queue registry (a SET outside any queue's
+slot, so it can never be part of a transition).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import script
+from .connector import Call, Connector
+from .errors import CorruptRow, InvalidJobOptions, PayloadTooLarge
+from .keyspace import (
+    QUEUES_KEY,
+    STATES,
+    QueueKeys,
+    new_job_id,
+    validate_job_id,
+    validate_worker_id,
+)
+
+MIN_PRIORITY, MAX_PRIORITY = -100, 100
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_LEASE_MS = 30_000
+DEFAULT_RESULT_TTL_MS = 24 * 3600 * 1000
+DEFAULT_DEAD_TTL_MS = 7 * 24 * 3600 * 1000
+DEFAULT_MAX_PAYLOAD = 512 * 1024
+SWEEP_LIMIT = 1000  # jobs per reap/promote/trim call: no script blocks the server for long
+PAGE_MAX = 500
+
+
+def _int(value: object, minimum: int, maximum: int, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidJobOptions(f"{name} must be an integer, not {type(value).__name__}")
+    if not minimum <= value <= maximum:
+        raise InvalidJobOptions(f"{name} must be between {minimum} and {maximum}, not {value}")
+    return value
+
+
+def _one_line(value: object, name: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidJobOptions(f"{name} must be a string, not {type(value).__name__}")
+    if len(value) > limit or any(ch in value for ch in '\r\n"\\') or not value.isprintable():
+        raise InvalidJobOptions(
+            f"{name} must be one printable line without quotes or backslashes, "
+            f"at most {limit} characters"
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewJob:
+    """What enqueue stores. ``payload`` is opaque to the engine (the Django layer's JSON)."""
+
+    payload: str
+    task: str = ""
+    id: str = field(default_factory=new_job_id)
+    priority: int = 0
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    lease_ms: int = 0  # 0: the worker's default lease
+    due_ms: int = 0  # absolute Unix ms; 0 or past: ready now
+    run_after: str = ""  # the caller's exact value, kept opaque (e.g. an ISO datetime)
+    result_ttl_ms: int = DEFAULT_RESULT_TTL_MS
+    dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS
+    idempotency_key: str | None = None
+
+    def validate(self, max_payload: int = DEFAULT_MAX_PAYLOAD) -> NewJob:
+        """Raise a typed error for any bad field; nothing has been sent yet."""
+        if not isinstance(self.payload, str):
+            raise InvalidJobOptions(f"payload must be a str, not {type(self.payload).__name__}")
+        size = len(self.payload.encode("utf-8", "surrogatepass"))
+        if size > max_payload:
+            raise PayloadTooLarge(f"payload is {size} bytes, over the limit of {max_payload}")
+        validate_job_id(self.id)
+        if self.task:
+            _one_line(self.task, "task", 500)
+        _int(self.priority, MIN_PRIORITY, MAX_PRIORITY, "priority")
+        _int(self.max_attempts, 1, 1_000_000, "max_attempts")
+        _int(self.lease_ms, 0, 7 * 24 * 3600 * 1000, "lease_ms")
+        _int(self.due_ms, 0, 2**52, "due_ms")
+        _int(self.result_ttl_ms, 0, 2**40, "result_ttl_ms")
+        _int(self.dead_ttl_ms, 0, 2**40, "dead_ttl_ms")
+        if not isinstance(self.run_after, str) or len(self.run_after) > 100:
+            raise InvalidJobOptions("run_after must be a string of at most 100 characters")
+        if self.idempotency_key is not None and (
+            not isinstance(self.idempotency_key, str) or not 0 < len(self.idempotency_key) <= 1000
+        ):
+            raise InvalidJobOptions("idempotency_key must be a non-empty string (≤ 1000 chars)")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    id: str
+    state: str
+    created: bool  # False: an idempotency key matched a job still pending/scheduled/active
+
+
+def _opt_int(row: Mapping[str, str], name: str) -> int | None:
+    value = row.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise CorruptRow(f"field {name!r} is not an integer: {value[:40]!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A row as read from the server. Timestamps: ``*_at`` in µs, ``*_ms`` in ms (server clock)."""
+
+    queue: str
+    id: str
+    state: str
+    payload: str
+    task: str
+    priority: int
+    attempts: int  # the fencing token of the current (or last) lease
+    refunds: int
+    max_attempts: int
+    lease_ms: int
+    enqueued_at: int | None
+    started_at: int | None
+    last_attempted_at: int | None
+    finished_at: int | None
+    due_ms: int | None
+    lease_deadline: int | None
+    run_after: str
+    worker: str
+    worker_ids: tuple[str, ...]
+    errors: str  # JSON array of {"exception_class_path", "traceback"}, opaque to Lua
+    last_error: str
+    result: str | None
+    result_ttl_ms: int | None
+    idempotency_key: str
+
+    @property
+    def token(self) -> int:
+        return self.attempts
+
+    @property
+    def error_list(self) -> list[dict[str, Any]]:
+        try:
+            errors = json.loads(self.errors or "[]")
+        except ValueError:
+            return [{"exception_class_path": "?", "traceback": self.errors}]
+        return errors if isinstance(errors, list) else []
+
+    @classmethod
+    def from_row(cls, queue: str, row: Mapping[str, str]) -> Job:
+        """Read a row; raise ``CorruptRow`` naming the field when it cannot be a job."""
+        if not row:
+            raise CorruptRow("the row is empty")
+        for name in ("id", "state", "payload"):
+            if name not in row:
+                raise CorruptRow(f"the row has no {name!r} field")
+        if row["state"] not in STATES:
+            raise CorruptRow(f"unknown state {row['state'][:40]!r}")
+        workers = row.get("worker_ids") or ""
+        return cls(
+            queue=queue,
+            id=row["id"],
+            state=row["state"],
+            payload=row["payload"],
+            task=row.get("task", ""),
+            priority=_opt_int(row, "priority") or 0,
+            attempts=_opt_int(row, "attempts") or 0,
+            refunds=_opt_int(row, "refunds") or 0,
+            max_attempts=_opt_int(row, "max_attempts") or DEFAULT_MAX_ATTEMPTS,
+            lease_ms=_opt_int(row, "lease_ms") or 0,
+            enqueued_at=_opt_int(row, "enqueued_at"),
+            started_at=_opt_int(row, "started_at"),
+            last_attempted_at=_opt_int(row, "last_attempted_at"),
+            finished_at=_opt_int(row, "finished_at"),
+            due_ms=_opt_int(row, "due_ms"),
+            lease_deadline=_opt_int(row, "lease_deadline"),
+            run_after=row.get("run_after", ""),
+            worker=row.get("worker", ""),
+            worker_ids=tuple(workers.split("\n")) if workers else (),
+            errors=row.get("errors", ""),
+            last_error=row.get("last_error", ""),
+            result=row.get("result"),
+            result_ttl_ms=_opt_int(row, "result_ttl_ms"),
+            idempotency_key=row.get("idem", ""),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A job handed to a worker, or the row that could not be read (``job`` None)."""
+
+    queue: str
+    id: str
+    token: int
+    job: Job | None
+    corrupt: str = ""  # why the row could not be read
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    now_ms: int  # the server's clock at the claim
+    next_due_ms: int | None  # the earliest scheduled job still waiting, if any
+    jobs: list[Claimed]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryOutcome:
+    state: str  # 'pending', 'scheduled' or 'dead'
+    due_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """The outcome of a bounded sweep loop (reap, promote, trim, retry_dead)."""
+
+    moved: int = 0
+    dead: int = 0
+    dangling: int = 0
+    calls: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    queue: str
+    now_ms: int
+    counts: dict[str, int]
+    metrics: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class PageEntry:
+    id: str
+    score: float
+    fields: dict[str, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    total: int
+    entries: list[PageEntry]
+
+
+def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
+    return dict(zip(flat[::2], flat[1::2]))
+
+
+class Jobs:
+    """The engine API over one connector. Thread-safe; one per process is enough."""
+
+    def __init__(self, connector: Connector, *, max_payload: int = DEFAULT_MAX_PAYLOAD) -> None:
+        self.connector = connector
+        self.max_payload = max_payload
+        self._registered: set[str] = set()
+        self._lock = threading.Lock()
+
+    # -- registry (plain commands: outside every queue's slot) -----------------
+
+    def register_queue(self, queue: str) -> None:
+        """Record ``queue`` in the registry once per process, so reapers find it."""
+        keys = QueueKeys.of(queue)
+        if keys.queue in self._registered:
+            return
+        self.connector.client.sadd(QUEUES_KEY, keys.queue)
+        with self._lock:
+            self._registered.add(keys.queue)
+
+    def queues(self) -> list[str]:
+        """Queue names found in the registry (validated: a planted bad name is skipped)."""
+        names = []
+        for name in self.connector.client.smembers(QUEUES_KEY):
+            try:
+                names.append(QueueKeys.of(name).queue)
+            except ValueError:
+                continue
+        return sorted(names)
+
+    # -- enqueue ----------------------------------------------------------------
+
+    def enqueue(self, queue: str, job: NewJob) -> Enqueued:
+        keys = QueueKeys.of(queue)
+        call = self._enqueue_call(keys, job.validate(self.max_payload))
+        self.register_queue(queue)
+        reply = self.connector.run(call.script, call.keys, call.args)
+        return Enqueued(reply[0], reply[1], bool(reply[2]))
+
+    def enqueue_many(self, queue: str, jobs: Iterable[NewJob]) -> list[Enqueued]:
+        """Enqueue many jobs in one pipelined round trip; each is still its own script call.
+
+        All jobs are validated before anything is sent. A failed call (e.g. an id
+        that exists) raises after the others ran.
+        """
+        keys = QueueKeys.of(queue)
+        calls = [self._enqueue_call(keys, job.validate(self.max_payload)) for job in jobs]
+        self.register_queue(queue)
+        replies = self.connector.run_many(calls)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return [Enqueued(r[0], r[1], bool(r[2])) for r in replies]
+
+    def _enqueue_call(self, keys: QueueKeys, job: NewJob) -> Call:
+        key_list = [
+            keys.pending,
+            keys.scheduled,
+            keys.seq,
+            keys.metrics,
+            keys.wake,
+            keys.job(job.id),
+        ]
+        if job.idempotency_key is not None:
+            digest = hashlib.sha256(job.idempotency_key.encode()).hexdigest()
+            key_list.append(keys.idempotency(digest))
+        args = [
+            job.id, job.payload, job.task, job.priority, job.max_attempts, job.lease_ms,
+            job.due_ms, job.run_after, job.result_ttl_ms, job.dead_ttl_ms,
+        ]  # fmt: skip
+        return Call(script.load("enqueue"), key_list, args)
+
+    # -- the lease --------------------------------------------------------------
+
+    def claim(
+        self,
+        queue: str,
+        worker_id: str,
+        *,
+        count: int = 1,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        promote_limit: int = 100,
+    ) -> Claim:
+        """Lease up to ``count`` jobs, highest priority first, FIFO within a priority."""
+        keys = QueueKeys.of(queue)
+        validate_worker_id(worker_id)
+        _int(count, 1, 10_000, "count")
+        _int(lease_ms, 1, 7 * 24 * 3600 * 1000, "lease_ms")
+        reply = self.connector.run(
+            script.load("claim"),
+            [
+                keys.pending,
+                keys.scheduled,
+                keys.active,
+                keys.seq,
+                keys.metrics,
+                keys.wake,
+                keys.dead,
+            ],
+            [count, worker_id, lease_ms, promote_limit],
+        )
+        now_ms, next_due = int(reply[0]), int(reply[1])
+        return Claim(
+            now_ms, None if next_due < 0 else next_due, [_claimed(queue, r) for r in reply[2:]]
+        )
+
+    def complete(self, queue: str, job_id: str, token: int, result: str = "null") -> int:
+        """Retire the job with ``result`` (opaque). Returns finished_at (µs); ``StaleToken`` if not held."""
+        return int(self.connector.run(*self._complete_call(queue, job_id, token, result)))
+
+    def complete_many(self, items: Sequence[tuple[str, str, int, str]]) -> list[Any]:
+        """Pipeline many completes (queue, id, token, result); errors come back as values."""
+        return self.connector.run_many([Call(*self._complete_call(*item)) for item in items])
+
+    def _complete_call(self, queue: str, job_id: str, token: int, result: str) -> tuple:
+        keys = QueueKeys.of(queue)
+        return (
+            script.load("complete"),
+            [keys.active, keys.completed, keys.metrics, keys.job(job_id)],
+            [job_id, int(token), result],
+        )
+
+    def retry(
+        self,
+        queue: str,
+        job_id: str,
+        token: int,
+        *,
+        error: str,
+        summary: str,
+        backoff_ms: int = 0,
+        give_up: bool = False,
+    ) -> RetryOutcome:
+        """Record a failed attempt (``error`` is one JSON object). Dead past max attempts."""
+        keys = QueueKeys.of(queue)
+        json.loads(error)  # an ill-formed error would corrupt the row's errors array
+        reply = self.connector.run(
+            script.load("retry"),
+            [keys.active, keys.pending, keys.scheduled, keys.dead, keys.seq, keys.metrics,
+             keys.wake, keys.job(job_id)],
+            [job_id, int(token), error, summary.splitlines()[0][:500] if summary else "",
+             max(0, int(backoff_ms)), 1 if give_up else 0],
+        )  # fmt: skip
+        return RetryOutcome(reply[0], int(reply[1]))
+
+    def extend(self, queue: str, job_id: str, token: int, lease_ms: int) -> int:
+        """Renew the lease to now + lease_ms. Returns the new deadline; ``StaleToken`` if lost."""
+        return int(self.connector.run(*self._extend_call(queue, job_id, token, lease_ms)))
+
+    def extend_many(self, items: Sequence[tuple[str, str, int, int]]) -> list[Any]:
+        """Pipeline many extends (queue, id, token, lease_ms); errors come back as values."""
+        return self.connector.run_many([Call(*self._extend_call(*item)) for item in items])
+
+    def _extend_call(self, queue: str, job_id: str, token: int, lease_ms: int) -> tuple:
+        keys = QueueKeys.of(queue)
+        _int(lease_ms, 1, 7 * 24 * 3600 * 1000, "lease_ms")
+        return (
+            script.load("extend"),
+            [keys.active, keys.job(job_id)],
+            [job_id, int(token), lease_ms],
+        )
+
+    def release(self, queue: str, job_id: str, token: int) -> None:
+        """Give the job back to pending at once, refunding the attempt."""
+        keys = QueueKeys.of(queue)
+        self.connector.run(
+            script.load("release"),
+            [keys.active, keys.pending, keys.seq, keys.metrics, keys.wake, keys.job(job_id)],
+            [job_id, int(token)],
+        )
+
+    # -- sweeps (bounded per call; loop until done) -------------------------------
+
+    def reap(self, queue: str, *, limit: int = SWEEP_LIMIT) -> Sweep:
+        """Expired leases back to pending, or dead past max attempts."""
+        keys = QueueKeys.of(queue)
+        moved = dead = dangling = calls = 0
+        while True:
+            r = self.connector.run(
+                script.load("reap"),
+                [keys.active, keys.pending, keys.dead, keys.seq, keys.metrics, keys.wake],
+                [limit],
+            )
+            moved, dead, dangling, calls = moved + r[0], dead + r[1], dangling + r[2], calls + 1
+            if not r[3]:
+                return Sweep(moved, dead, dangling, calls)
+
+    def promote(self, queue: str, *, limit: int = SWEEP_LIMIT) -> Sweep:
+        """Due scheduled jobs to pending."""
+        keys = QueueKeys.of(queue)
+        return self._loop(
+            script.load("promote"), [keys.pending, keys.scheduled, keys.seq, keys.wake], [limit]
+        )
+
+    def trim(
+        self, queue: str, state: str, *, purge: bool = False, limit: int = SWEEP_LIMIT
+    ) -> Sweep:
+        """Drop completed or dead rows past their retention (``purge``: all of them)."""
+        if state not in ("completed", "dead"):
+            raise ValueError("only the completed and dead sets can be trimmed or purged")
+        keys = QueueKeys.of(queue)
+        return self._loop(
+            script.load("trim"),
+            [keys.state_set(state), keys.metrics],
+            [limit, "+inf" if purge else "now", "purged" if purge else "trimmed"],
+        )
+
+    def retry_dead(
+        self, queue: str, job_ids: Sequence[str] = (), *, limit: int = SWEEP_LIMIT
+    ) -> Sweep:
+        """Dead jobs back to pending with a fresh attempt budget (all of them if no ids)."""
+        keys = QueueKeys.of(queue)
+        ids = [validate_job_id(j) for j in job_ids]
+        call_keys = [keys.dead, keys.pending, keys.seq, keys.metrics, keys.wake]
+        if ids:
+            r = self.connector.run(script.load("retry_dead"), call_keys, [limit, *ids])
+            return Sweep(moved=r[0], calls=1)
+        return self._loop(script.load("retry_dead"), call_keys, [limit])
+
+    def _loop(self, s: script.Script, keys: list[str], args: list[Any]) -> Sweep:
+        moved = calls = 0
+        while True:
+            done, more = self.connector.run(s, keys, args)
+            moved, calls = moved + done, calls + 1
+            if not more:
+                return Sweep(moved=moved, calls=calls)
+
+    # -- operator actions on one job -----------------------------------------------
+
+    def run_now(self, queue: str, job_id: str) -> None:
+        keys = QueueKeys.of(queue)
+        self.connector.run(
+            script.load("run_now"),
+            [keys.pending, keys.scheduled, keys.seq, keys.wake, keys.job(job_id)],
+            [job_id],
+        )
+
+    def cancel(self, queue: str, job_id: str, reason: str = "cancelled by an operator") -> None:
+        keys = QueueKeys.of(queue)
+        _one_line(reason, "reason", 200)
+        self.connector.run(
+            script.load("cancel"),
+            [keys.pending, keys.scheduled, keys.dead, keys.metrics, keys.job(job_id)],
+            [job_id, reason],
+        )
+
+    def delete(self, queue: str, job_id: str) -> str:
+        """Remove the job and its row, whatever its state. Returns the state it was in."""
+        keys = QueueKeys.of(queue)
+        sets = [keys.state_set(s) for s in STATES]
+        return self.connector.run(
+            script.load("delete"), [*sets, keys.metrics, keys.job(job_id)], [job_id]
+        )
+
+    # -- reads ---------------------------------------------------------------------
+
+    def get(self, queue: str, job_id: str) -> Job | None:
+        """The row, or None. Raises ``CorruptRow`` for a row that cannot be a job."""
+        keys = QueueKeys.of(queue)
+        row = self.connector.client.hgetall(keys.job(job_id))
+        return Job.from_row(queue, row) if row else None
+
+    def stats(self, queue: str) -> QueueStats:
+        keys = QueueKeys.of(queue)
+        reply = self.connector.run(
+            script.load("stats"), [*(keys.state_set(s) for s in STATES), keys.metrics]
+        )
+        counts = dict(zip(STATES, (int(n) for n in reply[1:6])))
+        metrics = {k: int(v) for k, v in _pairs(reply[6]).items() if v.lstrip("-").isdigit()}
+        return QueueStats(queue, int(reply[0]), counts, metrics)
+
+    def throughput(self, queue: str, minutes: int = 60) -> list[tuple[int, int, int]]:
+        """(unix minute, completed, failed) for the last ``minutes`` minutes, oldest first.
+
+        ``failed`` counts failed attempts (retried or dead-lettered).
+        """
+        keys = QueueKeys.of(queue)
+        _int(minutes, 1, 120, "minutes")
+        now_s, _ = self.connector.client.time()
+        last = int(now_s) // 60
+        span = range(last - minutes + 1, last + 1)
+        pipe = self.connector.client.pipeline(transaction=False)
+        for minute in span:
+            pipe.hmget(keys.throughput(minute), "completed", "failed")
+        return [
+            (minute, int(done or 0), int(failed or 0))
+            for minute, (done, failed) in zip(span, pipe.execute())
+        ]
+
+    def page(
+        self,
+        queue: str,
+        state: str,
+        *,
+        offset: int = 0,
+        count: int = 50,
+        newest_first: bool = False,
+        fields: Sequence[str] = ("task", "attempts", "max_attempts", "enqueued_at", "last_error"),
+    ) -> Page:
+        """One page of a place's sorted set: never reads the whole set."""
+        keys = QueueKeys.of(queue)
+        _int(offset, 0, 2**40, "offset")
+        _int(count, 1, PAGE_MAX, "count")
+        reply = self.connector.run(
+            script.load("page"),
+            [keys.state_set(state)],
+            [offset, count, 1 if newest_first else 0, *fields],
+        )
+        entries = [
+            PageEntry(e[0], float(e[1]), dict(zip(fields, e[2:], strict=False))) for e in reply[1:]
+        ]
+        return Page(int(reply[0]), entries)
+
+
+def _claimed(queue: str, flat: Sequence[str]) -> Claimed:
+    row = _pairs(flat)
+    token = int(row["attempts"])  # the script's HINCRBY made it an integer
+    try:
+        return Claimed(queue, row["id"], token, Job.from_row(queue, row))
+    except CorruptRow as exc:
+        return Claimed(queue, row.get("id", ""), token, None, str(exc))

@@ -1,0 +1,169 @@
+"""Key names of one queue, and the validation that guards them.
+
+One queue is one hash tag: every key of queue ``q`` is ``emq:{q}:...``, so all of
+them hash to one cluster slot and a multi-key script can run at all. Queue
+names, job ids and worker ids are validated before any key is built: an
+ill-formed one raises a typed error and no command is sent.
+
+Keys outside a queue's slot (the registry of queue names, the worker registry)
+are never touched by a transition script; they are written with plain commands.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from functools import cached_property
+
+from .errors import InvalidJobId, InvalidQueueName, InvalidWorkerId
+
+PREFIX = "emq"
+STATES = ("pending", "scheduled", "active", "completed", "dead")
+
+QUEUE_NAME_MAX = 100
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+# Canonical lowercase UUIDv7: version nibble 7, RFC 4122 variant (10xx).
+_JOB_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+WORKER_ID_MAX = 200
+# Worker ids are kept newline-joined in the row and quoted into JSON by Lua:
+# printable ASCII without whitespace, quotes or backslashes.
+_WORKER_ID = re.compile(r"[!#-\[\]-~]+")
+
+QUEUES_KEY = f"{PREFIX}:queues"  # SET of queue names in use (outside any queue slot)
+WORKERS_KEY = f"{PREFIX}:workers"  # ZSET worker id -> last heartbeat ms
+WORKER_KEY_PREFIX = f"{PREFIX}:worker:"  # HASH per worker, with a TTL
+
+
+def validate_queue_name(name: object) -> str:
+    """Return ``name`` if it can be a queue name, else raise ``InvalidQueueName``."""
+    if not isinstance(name, str):
+        raise InvalidQueueName(f"queue name must be a string, not {type(name).__name__}")
+    if not name:
+        raise InvalidQueueName("queue name must not be empty")
+    if len(name) > QUEUE_NAME_MAX:
+        raise InvalidQueueName(f"queue name is longer than {QUEUE_NAME_MAX} characters")
+    if not _QUEUE_NAME.fullmatch(name):
+        raise InvalidQueueName(
+            f"invalid queue name {name!r}: use letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit (no braces, colons, spaces or control characters)"
+        )
+    return name
+
+
+def validate_job_id(job_id: object) -> str:
+    """Return ``job_id`` if it is a canonical lowercase UUIDv7, else raise ``InvalidJobId``."""
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+        shown = job_id if isinstance(job_id, str) and len(job_id) <= 80 else type(job_id).__name__
+        raise InvalidJobId(f"invalid job id {shown!r}: expected a lowercase UUIDv7")
+    return job_id
+
+
+def validate_worker_id(worker_id: object) -> str:
+    """Return ``worker_id`` if a row can record it, else raise ``InvalidWorkerId``."""
+    if (
+        not isinstance(worker_id, str)
+        or len(worker_id) > WORKER_ID_MAX
+        or not _WORKER_ID.fullmatch(worker_id)
+    ):
+        raise InvalidWorkerId(
+            f"invalid worker id {worker_id!r}: printable ASCII without spaces, quotes "
+            f"or backslashes, at most {WORKER_ID_MAX} characters"
+        )
+    return worker_id
+
+
+def new_job_id() -> str:
+    """A UUIDv7: 48 bits of Unix milliseconds, then random bits, so ids sort by time."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & 0xFFFF_FFFF_FFFF) << 80 | rand
+    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # variant 10
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def job_id_time_ms(job_id: str) -> int:
+    """The creation time (Unix ms) carried in a UUIDv7's first 48 bits."""
+    validate_job_id(job_id)
+    return int(job_id.replace("-", "")[:12], 16)
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """All key names of one queue. Build it with ``QueueKeys.of(name)``."""
+
+    queue: str
+
+    @classmethod
+    def of(cls, queue: str) -> QueueKeys:
+        return cls(validate_queue_name(queue))
+
+    @cached_property
+    def base(self) -> str:
+        return f"{PREFIX}:{{{self.queue}}}:"
+
+    @cached_property
+    def pending(self) -> str:
+        return self.base + "pending"
+
+    @cached_property
+    def scheduled(self) -> str:
+        return self.base + "scheduled"
+
+    @cached_property
+    def active(self) -> str:
+        return self.base + "active"
+
+    @cached_property
+    def completed(self) -> str:
+        return self.base + "completed"
+
+    @cached_property
+    def dead(self) -> str:
+        return self.base + "dead"
+
+    @cached_property
+    def metrics(self) -> str:
+        return self.base + "metrics"
+
+    @cached_property
+    def seq(self) -> str:
+        """Counter that orders jobs of equal priority first-in first-out."""
+        return self.base + "seq"
+
+    @cached_property
+    def wake(self) -> str:
+        """List that idle workers block on; enqueue pushes a token to wake them."""
+        return self.base + "wake"
+
+    @cached_property
+    def job_prefix(self) -> str:
+        """Scripts build row keys from this prefix (same hash tag, same slot)."""
+        return self.base + "job:"
+
+    @cached_property
+    def throughput_prefix(self) -> str:
+        """Per-minute HASHes ``tp:<unix minute>`` (completed/failed), expiring after 2 hours."""
+        return self.base + "tp:"
+
+    def throughput(self, minute: int) -> str:
+        return self.throughput_prefix + str(int(minute))
+
+    def job(self, job_id: str) -> str:
+        return self.job_prefix + validate_job_id(job_id)
+
+    def state_set(self, state: str) -> str:
+        if state not in STATES:
+            raise ValueError(f"unknown state {state!r}; expected one of {', '.join(STATES)}")
+        return self.base + state
+
+    def idempotency(self, digest: str) -> str:
+        """Key that maps an idempotency key's digest to the job holding it."""
+        return self.base + "idem:" + digest
+
+
+def worker_key(worker_id: str) -> str:
+    return WORKER_KEY_PREFIX + validate_worker_id(worker_id)

@@ -1,0 +1,26 @@
+-- cancel: an operator stops a pending or scheduled job before it runs.
+--
+-- The job goes to dead with a Cancelled error (so it stays visible and can be
+-- retried); the metric 'cancelled' counts it.
+--
+-- KEYS[1] pending  ZSET   KEYS[2] scheduled  ZSET   KEYS[3] dead  ZSET
+-- KEYS[4] metrics  HASH   KEYS[5] job row    HASH
+-- ARGV[1] job id   ARGV[2] reason (one line, no quotes or backslashes)
+--
+-- Reply: 1. Error: EMQNOTFOUND (no row), EMQSTATE (active or finished).
+-- @include "common"
+-- @include "moves"
+
+local id, jk = ARGV[1], KEYS[5]
+local state = redis.call('HGET', jk, 'state')
+if not state then return redis.error_reply('EMQNOTFOUND job ' .. id) end
+if state ~= 'pending' and state ~= 'scheduled' then
+  return redis.error_reply('EMQSTATE job ' .. id .. ' is ' .. state .. ', not pending or scheduled')
+end
+redis.call('ZREM', KEYS[1], id)
+redis.call('ZREM', KEYS[2], id)
+append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.Cancelled",'
+  .. '"traceback":"Cancelled: ' .. ARGV[2] .. '"}', 'Cancelled: ' .. ARGV[2])
+to_dead(jk, id, KEYS[3], KEYS[4])
+redis.call('HINCRBY', KEYS[4], 'cancelled', 1)
+return 1

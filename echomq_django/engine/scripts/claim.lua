@@ -1,0 +1,67 @@
+-- claim: lease up to N jobs to one worker, promoting due scheduled jobs first.
+--
+-- For each job: ZPOPMIN pending (highest priority, then oldest), HINCRBY the
+-- row's attempts (the fencing token: it only ever goes up, one per claim),
+-- stamp the lease on the server clock and score it into active.
+--
+-- KEYS[1] pending  ZSET   KEYS[2] scheduled  ZSET   KEYS[3] active  ZSET
+-- KEYS[4] seq      STRING KEYS[5] metrics    HASH   KEYS[6] wake    ZSET
+-- KEYS[7] dead     ZSET
+--
+-- ARGV[1] count   ARGV[2] worker id   ARGV[3] default lease_ms   ARGV[4] promote limit
+--
+-- Reply: {now_ms, next_due_ms or -1, job...} where each job is its row as a flat
+-- HGETALL array (attempts = the token). A popped id without a row is dropped
+-- (the pop repairs the set); a row whose attempts is not an integer goes to dead.
+-- @include "common"
+-- @include "moves"
+
+local count, worker, default_lease = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+promote_due(KEYS[2], KEYS[1], KEYS[4], tonumber(ARGV[4]))
+
+local reply = {now_ms, -1}
+local popped = redis.call('ZPOPMIN', KEYS[1], count)
+local claimed, dangling = 0, 0
+for i = 1, #popped, 2 do
+  local id = popped[i]
+  local jk = row_key(id)
+  if redis.call('EXISTS', jk) == 0 then
+    dangling = dangling + 1
+  else
+    local token = redis.pcall('HINCRBY', jk, 'attempts', 1)
+    if type(token) == 'table' then
+      append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.CorruptRow",'
+        .. '"traceback":"attempts is not an integer"}', 'CorruptRow: attempts is not an integer')
+      to_dead(jk, id, KEYS[7], KEYS[5])
+    else
+      local row = redis.call('HMGET', jk, 'lease_ms', 'started_at', 'worker_ids')
+      local lease = tonumber(row[1]) or 0
+      if lease <= 0 then lease = default_lease end
+      local deadline = now_ms + lease
+      local workers = worker
+      if row[3] and row[3] ~= '' then workers = row[3] .. '\n' .. worker end
+      redis.call('HSET', jk, 'state', 'active', 'worker', worker, 'worker_ids', workers,
+        'last_attempted_at', fmt(now_us), 'lease_deadline', fmt(deadline))
+      if not row[2] or row[2] == '' then
+        redis.call('HSET', jk, 'started_at', fmt(now_us))
+      end
+      redis.call('ZADD', KEYS[3], fmt(deadline), id)
+      reply[#reply + 1] = redis.call('HGETALL', jk)
+      claimed = claimed + 1
+    end
+  end
+end
+
+if claimed > 0 then
+  redis.call('HINCRBY', KEYS[5], 'claimed', claimed)
+end
+if dangling > 0 then
+  redis.call('HINCRBY', KEYS[5], 'dangling', dangling)
+end
+-- Chain the wake-up: more work is ready, so let another idle worker in.
+if #popped > 0 and redis.call('ZCARD', KEYS[1]) > 0 then
+  wake(KEYS[6])
+end
+local nxt = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if nxt[2] then reply[2] = tonumber(nxt[2]) end
+return reply

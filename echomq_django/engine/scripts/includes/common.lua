@@ -1,0 +1,63 @@
+-- Shared helpers, inlined by `-- @include "common"`.
+--
+-- The queue's base prefix ('emq:{q}:') is derived from KEYS[1], so every key a
+-- script builds (job rows, per-minute throughput) carries the queue's hash tag
+-- and lives on the same cluster slot as the declared KEYS.
+local base = string.match(KEYS[1], '^(.*:)[a-z]+$')
+
+-- The server clock: TIME inside the script, never a client's "now".
+local clock = redis.call('TIME')
+local now_us = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local now_ms = math.floor(now_us / 1000)
+
+-- Integers go to the server as '%d' strings: Lua's default number format
+-- ('%.14g') would round a 16-digit score or timestamp.
+local function fmt(n)
+  return string.format('%d', n)
+end
+
+local function row_key(id)
+  return base .. 'job:' .. id
+end
+
+-- Priority (-100..100, higher first) and a per-queue sequence (FIFO within one
+-- priority) packed into one exact double: (100 - priority) * 2^45 + seq stays
+-- below 2^53 for 35 trillion jobs per queue.
+local function pending_score(priority, seq)
+  local p = tonumber(priority) or 0
+  if p > 100 then p = 100 elseif p < -100 then p = -100 end
+  return (100 - p) * 35184372088832 + seq
+end
+
+-- Throughput per minute for the admin's chart: one HASH per minute, expiring.
+local function count_minute(field)
+  local key = base .. 'tp:' .. fmt(math.floor(now_ms / 60000))
+  if redis.call('HINCRBY', key, field, 1) == 1 then
+    redis.call('EXPIRE', key, 7200)
+  end
+end
+
+-- Errors are a JSON array kept opaque to Lua (cjson would round big integers
+-- and turn empty arrays into objects): each entry arrives already encoded.
+local function append_error(jk, error_json, summary)
+  local errors = redis.call('HGET', jk, 'errors')
+  if not errors or errors == '' or errors == '[]' then
+    errors = '[' .. error_json .. ']'
+  else
+    errors = string.sub(errors, 1, -2) .. ',' .. error_json .. ']'
+  end
+  redis.call('HSET', jk, 'errors', errors, 'last_error', summary)
+end
+
+-- An idempotency key is held only while its job is pending, scheduled or active.
+local function release_idempotency(jk, id)
+  local idem = redis.call('HGET', jk, 'idem')
+  if idem and idem ~= '' and redis.call('GET', idem) == id then
+    redis.call('DEL', idem)
+  end
+end
+
+local function used_attempts(jk)
+  local row = redis.call('HMGET', jk, 'attempts', 'refunds', 'max_attempts')
+  return (tonumber(row[1]) or 0) - (tonumber(row[2]) or 0), tonumber(row[3]) or 1
+end

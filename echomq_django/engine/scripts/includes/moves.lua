@@ -1,0 +1,61 @@
+-- The moves between places, inlined by `-- @include "moves"` (after "common").
+-- Each takes the keys it writes as arguments: the caller declared them in KEYS.
+
+-- Into pending. A fresh sequence puts the job at the back of its priority
+-- (promotion, retry); the kept one returns it to its old place (release, reap).
+local function to_pending(jk, id, pending_key, seq_key, fresh)
+  local seq = tonumber(redis.call('HGET', jk, 'seq'))
+  if fresh or not seq then
+    seq = redis.call('INCR', seq_key)
+  end
+  local priority = redis.call('HGET', jk, 'priority')
+  redis.call('ZADD', pending_key, fmt(pending_score(priority, seq)), id)
+  redis.call('HSET', jk, 'state', 'pending', 'seq', fmt(seq))
+  redis.call('HDEL', jk, 'worker', 'lease_deadline', 'due_ms')
+end
+
+-- Into dead: kept until now + the row's dead_ttl_ms (the set's score).
+local function to_dead(jk, id, dead_key, metrics_key)
+  local ttl = tonumber(redis.call('HGET', jk, 'dead_ttl_ms')) or 604800000
+  redis.call('ZADD', dead_key, fmt(now_ms + ttl), id)
+  redis.call('HSET', jk, 'state', 'dead', 'finished_at', fmt(now_us))
+  redis.call('HDEL', jk, 'worker', 'lease_deadline', 'due_ms')
+  release_idempotency(jk, id)
+  redis.call('HINCRBY', metrics_key, 'dead', 1)
+  count_minute('failed')
+end
+
+-- Wake one idle worker blocked on the queue's wake key (BZPOPMIN). The set
+-- holds one member, so enqueueing costs one no-op write when nobody waits.
+local function wake(wake_key)
+  redis.call('ZADD', wake_key, 0, 'w')
+end
+
+-- Due scheduled jobs into pending, at most `limit` of them.
+local function promote_due(scheduled_key, pending_key, seq_key, limit)
+  local due = redis.call('ZRANGEBYSCORE', scheduled_key, '-inf', fmt(now_ms), 'LIMIT', 0, limit)
+  for _, id in ipairs(due) do
+    redis.call('ZREM', scheduled_key, id)
+    local jk = row_key(id)
+    if redis.call('EXISTS', jk) == 1 then
+      to_pending(jk, id, pending_key, seq_key, true)
+    end
+  end
+  return #due
+end
+
+-- The fence: only the current lease holder (the token minted by claim) may move
+-- an active job. Returns an error reply to hand back, or nil when the caller holds it.
+local function fence(jk, token, op)
+  local row = redis.call('HMGET', jk, 'state', 'attempts')
+  if not row[1] then
+    return redis.error_reply('EMQSTALE ' .. op .. ': the job is gone')
+  end
+  if row[1] ~= 'active' then
+    return redis.error_reply('EMQSTALE ' .. op .. ': the job is ' .. row[1] .. ', not active')
+  end
+  if row[2] ~= token then
+    return redis.error_reply('EMQSTALE ' .. op .. ' token mismatch: holder ' .. tostring(row[2]) .. ', caller ' .. token)
+  end
+  return nil
+end

@@ -1,0 +1,23 @@
+-- release: the lease holder gives its job back to pending at once (shutdown).
+--
+-- The attempt is refunded (refunds + 1) so it does not count against
+-- max_attempts; the token itself never goes down. The job keeps its place.
+--
+-- KEYS[1] active  ZSET   KEYS[2] pending  ZSET   KEYS[3] seq  STRING
+-- KEYS[4] metrics HASH   KEYS[5] wake     ZSET   KEYS[6] job row  HASH
+-- ARGV[1] job id   ARGV[2] token
+--
+-- Reply: 1. Error: EMQSTALE when the caller no longer holds the lease.
+-- @include "common"
+-- @include "moves"
+
+local id, jk = ARGV[1], KEYS[6]
+local stale = fence(jk, ARGV[2], 'release')
+if stale then return stale end
+
+redis.call('ZREM', KEYS[1], id)
+redis.call('HINCRBY', jk, 'refunds', 1)
+to_pending(jk, id, KEYS[2], KEYS[3], false)
+redis.call('HINCRBY', KEYS[4], 'released', 1)
+wake(KEYS[5])
+return 1

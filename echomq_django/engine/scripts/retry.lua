@@ -1,0 +1,44 @@
+-- retry: the lease holder reports a failed attempt.
+--
+-- The error is appended to the row. Past max_attempts (attempts minus refunds),
+-- or when ARGV[6] says give up (a row the worker refuses to run), the job goes
+-- to dead; otherwise to scheduled after the backoff, or straight to pending.
+--
+-- KEYS[1] active  ZSET   KEYS[2] pending  ZSET   KEYS[3] scheduled  ZSET
+-- KEYS[4] dead    ZSET   KEYS[5] seq      STRING KEYS[6] metrics    HASH
+-- KEYS[7] wake    ZSET   KEYS[8] job row  HASH
+--
+-- ARGV[1] job id   ARGV[2] token   ARGV[3] error (a JSON object, opaque)
+-- ARGV[4] one-line summary   ARGV[5] backoff_ms   ARGV[6] give up (1/0)
+--
+-- Reply: {state, due_ms} with state 'dead', 'scheduled' or 'pending'.
+-- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.
+-- @include "common"
+-- @include "moves"
+
+local id, jk = ARGV[1], KEYS[8]
+local stale = fence(jk, ARGV[2], 'retry')
+if stale then return stale end
+
+redis.call('ZREM', KEYS[1], id)
+append_error(jk, ARGV[3], ARGV[4])
+local used, max = used_attempts(jk)
+if ARGV[6] == '1' or used >= max then
+  to_dead(jk, id, KEYS[4], KEYS[6])
+  return {'dead', now_ms}
+end
+
+redis.call('HINCRBY', KEYS[6], 'retried', 1)
+count_minute('failed')
+local backoff = tonumber(ARGV[5]) or 0
+if backoff > 0 then
+  local due = now_ms + backoff
+  redis.call('ZADD', KEYS[3], fmt(due), id)
+  redis.call('HSET', jk, 'state', 'scheduled', 'due_ms', fmt(due))
+  redis.call('HDEL', jk, 'worker', 'lease_deadline')
+  wake(KEYS[7])
+  return {'scheduled', due}
+end
+to_pending(jk, id, KEYS[2], KEYS[5], true)
+wake(KEYS[7])
+return {'pending', now_ms}

@@ -1,0 +1,15 @@
+-- stats (read only): the size of each place and the queue's counters, in one
+-- consistent snapshot.
+--
+-- KEYS[1] pending  KEYS[2] scheduled  KEYS[3] active  KEYS[4] completed  KEYS[5] dead (ZSETs)
+-- KEYS[6] metrics HASH
+--
+-- Reply: {now_ms, pending, scheduled, active, completed, dead, metrics as a flat HGETALL}
+-- @include "common"
+
+local reply = {now_ms}
+for i = 1, 5 do
+  reply[#reply + 1] = redis.call('ZCARD', KEYS[i])
+end
+reply[#reply + 1] = redis.call('HGETALL', KEYS[6])
+return reply

@@ -1,0 +1,32 @@
+-- trim: drop finished jobs (completed or dead) whose score is at most ARGV[2].
+--
+-- Scores in completed and dead are the time a row may be dropped (finished +
+-- its retention), so retention is trim(now) and an operator's purge is
+-- trim(+inf). Bounded by ARGV[1] per call; the caller loops while `more` is 1.
+--
+-- KEYS[1] completed or dead  ZSET   KEYS[2] metrics  HASH
+-- ARGV[1] limit   ARGV[2] 'now' or '+inf'   ARGV[3] metric to count ('trimmed'/'purged')
+--
+-- Reply: {removed, more (1/0)}
+-- @include "common"
+-- @include "moves"
+
+local max = ARGV[2]
+if max == 'now' then max = fmt(now_ms) end
+local limit = tonumber(ARGV[1])
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', max, 'LIMIT', 0, limit)
+local place = string.match(KEYS[1], ':([a-z]+)$')
+for _, id in ipairs(ids) do
+  redis.call('ZREM', KEYS[1], id)
+  local jk = row_key(id)
+  if redis.call('HGET', jk, 'state') == place then
+    release_idempotency(jk, id)
+    redis.call('DEL', jk)
+  end
+end
+if #ids > 0 then
+  redis.call('HINCRBY', KEYS[2], ARGV[3], #ids)
+end
+local more = 0
+if #ids == limit and redis.call('ZCOUNT', KEYS[1], '-inf', max) > 0 then more = 1 end
+return {#ids, more}
