@@ -1,0 +1,1 @@
+"""The EchoMQ example project (scripts/run starts it)."""

@@ -1,0 +1,3 @@
+"""Demo URLs (empty for now: the demo's views are added here)."""
+
+urlpatterns: list = []
