@@ -148,11 +148,45 @@ class Connector:
             raise translate_error(exc) from exc
         return [translate_error(r) if isinstance(r, Exception) else r for r in replies]
 
-    def _pipeline(self, calls: Iterable[Call]) -> list[Any]:
-        pipe = self.client.pipeline(transaction=False)
+    def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
+        if self.is_cluster:
+            return self._cluster_pipeline(calls)
+        return self._node_pipeline(self.client, calls)
+
+    @staticmethod
+    def _node_pipeline(client: redis.Redis, calls: Iterable[Call]) -> list[Any]:
+        pipe = client.pipeline(transaction=False)
         for call in calls:
             pipe.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
         return pipe.execute(raise_on_error=False)
+
+    def _cluster_pipeline(self, calls: Sequence[Call]) -> list[Any]:
+        """One plain pipeline per node (redis-py's cluster pipeline refuses EVALSHA).
+
+        All keys of one call share a hash tag, so its first key names its node. A
+        call that meets MOVED/ASK (resharding, failover) is sent again alone through
+        the cluster client, which follows the redirect: it did not run the first time.
+        """
+        replies: list[Any] = [None] * len(calls)
+        by_node: dict[str, tuple[Any, list[int]]] = {}
+        for i, call in enumerate(calls):
+            node = self.client.get_node_from_key(call.keys[0])
+            by_node.setdefault(node.name, (node, []))[1].append(i)
+        for node, indexes in by_node.values():
+            results = self._node_pipeline(node.redis_connection, [calls[i] for i in indexes])
+            for i, reply in zip(indexes, results):
+                if isinstance(reply, redis.ResponseError) and str(reply).startswith(
+                    ("MOVED", "ASK")
+                ):
+                    reply = self._single(calls[i])
+                replies[i] = reply
+        return replies
+
+    def _single(self, call: Call) -> Any:
+        try:
+            return self.client.evalsha(call.script.sha, len(call.keys), *call.keys, *call.args)
+        except redis.RedisError as exc:
+            return exc
 
     def load(self, script: Script) -> None:
         """SCRIPT LOAD the body (on every primary of a cluster) and count it."""
