@@ -1,0 +1,498 @@
+"""Each transition's behaviour, on Valkey 8 and Redis 7 (the ``server`` fixture)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from echomq_django.engine.errors import JobExists, JobNotFound, StaleToken, WrongState
+from echomq_django.engine.jobs import DEFAULT_LEASE_MS
+from echomq_django.engine.keyspace import QueueKeys
+
+from .conftest import QUEUE, WORKER, assert_one_place, enqueue_n, error_json, members, new, row
+
+
+def server_ms(jobs) -> int:
+    seconds, micros = jobs.connector.client.time()
+    return seconds * 1000 + micros // 1000
+
+
+def claim_one(jobs, lease_ms: int = DEFAULT_LEASE_MS, worker: str = WORKER):
+    claimed = jobs.claim(QUEUE, worker, lease_ms=lease_ms).jobs
+    assert len(claimed) == 1
+    return claimed[0]
+
+
+def expire(jobs, lease_ms: int = 1, worker: str = WORKER):
+    """Claim the next job with a lease that is over before we return."""
+    c = claim_one(jobs, lease_ms=lease_ms, worker=worker)
+    time.sleep(lease_ms / 1000 + 0.005)
+    return c
+
+
+# -- enqueue ------------------------------------------------------------------------------
+
+
+def test_enqueue_writes_a_pending_row_on_the_server_clock(jobs):
+    before = server_ms(jobs)
+    e = jobs.enqueue(QUEUE, new('{"x": 1}', priority=5, max_attempts=4, lease_ms=700))
+    after = server_ms(jobs)
+    assert (e.state, e.created) == ("pending", True)
+    job = jobs.get(QUEUE, e.id)
+    assert (job.state, job.payload, job.task) == ("pending", '{"x": 1}', "tests.task")
+    assert (job.priority, job.max_attempts, job.lease_ms, job.attempts) == (5, 4, 700, 0)
+    assert before * 1000 <= job.enqueued_at <= (after + 1) * 1000
+    assert members(jobs)["pending"] == [e.id]
+    assert jobs.stats(QUEUE).metrics["enqueued"] == 1
+    assert jobs.queues() == [QUEUE]
+
+
+def test_enqueue_many_keeps_order_and_validates_everything_first(jobs):
+    ids = enqueue_n(jobs, 5)
+    assert members(jobs)["pending"] == ids
+    assert [c.id for c in jobs.claim(QUEUE, WORKER, count=5).jobs] == ids
+
+
+def test_enqueue_of_an_existing_id_raises_and_changes_nothing(jobs):
+    e = jobs.enqueue(QUEUE, new('{"first": 1}'))
+    before = row(jobs, e.id)
+    with pytest.raises(JobExists):
+        jobs.enqueue(QUEUE, new('{"second": 1}', id=e.id))
+    assert row(jobs, e.id) == before
+
+
+def test_enqueue_with_a_future_due_time_is_scheduled(jobs):
+    due = server_ms(jobs) + 60_000
+    e = jobs.enqueue(QUEUE, new(due_ms=due, run_after="2030-01-01T00:00:00+00:00"))
+    assert e.state == "scheduled"
+    job = jobs.get(QUEUE, e.id)
+    assert (job.due_ms, job.run_after) == (due, "2030-01-01T00:00:00+00:00")
+    assert jobs.connector.client.zscore(QueueKeys.of(QUEUE).scheduled, e.id) == due
+    assert jobs.enqueue(QUEUE, new(due_ms=server_ms(jobs) - 1)).state == "pending"
+
+
+def test_idempotency_key_is_held_while_live_and_released_when_finished(jobs):
+    first = jobs.enqueue(QUEUE, new(idempotency_key="order-7"))
+    again = jobs.enqueue(QUEUE, new(idempotency_key="order-7"))
+    assert (again.id, again.state, again.created) == (first.id, "pending", False)
+    c = claim_one(jobs)
+    assert jobs.enqueue(QUEUE, new(idempotency_key="order-7")).id == first.id  # active
+    jobs.complete(QUEUE, c.id, c.token)
+    after_complete = jobs.enqueue(QUEUE, new(idempotency_key="order-7"))
+    assert after_complete.created and after_complete.id != first.id
+
+    scheduled = jobs.enqueue(QUEUE, new(idempotency_key="k2", due_ms=server_ms(jobs) + 60_000))
+    assert jobs.enqueue(QUEUE, new(idempotency_key="k2")).id == scheduled.id
+    jobs.cancel(QUEUE, scheduled.id)  # -> dead: the key is free again
+    assert jobs.enqueue(QUEUE, new(idempotency_key="k2")).created
+    assert len(assert_one_place(jobs)) == 4  # no duplicate was written
+
+
+# -- claim --------------------------------------------------------------------------------
+
+
+def test_claim_takes_highest_priority_first_then_fifo(jobs):
+    low = jobs.enqueue(QUEUE, new(priority=-5)).id
+    a = jobs.enqueue(QUEUE, new(priority=10)).id
+    mid = jobs.enqueue(QUEUE, new()).id
+    b = jobs.enqueue(QUEUE, new(priority=10)).id
+    top = jobs.enqueue(QUEUE, new(priority=100)).id
+    bottom = jobs.enqueue(QUEUE, new(priority=-100)).id
+    got = [c.id for c in jobs.claim(QUEUE, WORKER, count=10).jobs]
+    assert got == [top, a, b, mid, low, bottom]
+
+
+def test_claim_mints_the_token_and_stamps_the_lease(jobs):
+    e = jobs.enqueue(QUEUE, new())
+    claim = jobs.claim(QUEUE, WORKER, lease_ms=5000)
+    (c,) = claim.jobs
+    assert (c.id, c.token, c.job.state, c.job.worker) == (e.id, 1, "active", WORKER)
+    assert c.job.lease_deadline == claim.now_ms + 5000
+    assert jobs.connector.client.zscore(QueueKeys.of(QUEUE).active, e.id) == claim.now_ms + 5000
+    assert c.job.started_at == c.job.last_attempted_at
+    assert jobs.stats(QUEUE).metrics["claimed"] == 1
+
+
+def test_claim_uses_the_jobs_own_lease_when_it_has_one(jobs):
+    jobs.enqueue(QUEUE, new(lease_ms=1234))
+    claim = jobs.claim(QUEUE, WORKER, lease_ms=60_000)
+    assert claim.jobs[0].job.lease_deadline == claim.now_ms + 1234
+
+
+def test_claim_batch_count_and_empty_queue(jobs):
+    enqueue_n(jobs, 7)
+    assert len(jobs.claim(QUEUE, WORKER, count=3).jobs) == 3
+    assert len(jobs.claim(QUEUE, WORKER, count=10).jobs) == 4
+    empty = jobs.claim(QUEUE, WORKER, count=10)
+    assert (empty.jobs, empty.next_due_ms) == ([], None)
+    assert abs(empty.now_ms - server_ms(jobs)) < 1000
+
+
+def test_claim_promotes_due_jobs_and_reports_the_next_due_time(jobs):
+    now = server_ms(jobs)
+    due_soon = jobs.enqueue(QUEUE, new(due_ms=now + 30)).id
+    later = jobs.enqueue(QUEUE, new(due_ms=now + 60_000)).id
+    first = jobs.claim(QUEUE, WORKER)
+    assert first.jobs == [] and first.next_due_ms == now + 30
+    time.sleep(0.05)
+    second = jobs.claim(QUEUE, WORKER)
+    assert [c.id for c in second.jobs] == [due_soon]
+    assert second.next_due_ms == now + 60_000
+    assert members(jobs)["scheduled"] == [later]
+
+
+def test_claim_records_every_worker_that_held_the_job(jobs):
+    jobs.enqueue(QUEUE, new(max_attempts=5))
+    first = expire(jobs, worker="w-a")
+    jobs.reap(QUEUE)
+    second = claim_one(jobs, worker="w-b")
+    assert second.token == first.token + 1
+    assert second.job.worker_ids == ("w-a", "w-b")
+    assert second.job.started_at == first.job.started_at  # the first start is kept
+
+
+# -- complete -----------------------------------------------------------------------------
+
+
+def test_complete_stores_the_result_and_keeps_the_row_for_its_ttl(jobs):
+    jobs.enqueue(QUEUE, new(result_ttl_ms=60_000))
+    c = claim_one(jobs)
+    finished_us = jobs.complete(QUEUE, c.id, c.token, '{"ok": true}')
+    job = jobs.get(QUEUE, c.id)
+    assert (job.state, job.result, job.finished_at, job.worker) == (
+        "completed",
+        '{"ok": true}',
+        finished_us,
+        "",
+    )
+    score = jobs.connector.client.zscore(QueueKeys.of(QUEUE).completed, c.id)
+    assert score == finished_us // 1000 + 60_000
+    assert members(jobs)["active"] == []
+    stats = jobs.stats(QUEUE)
+    assert stats.metrics["completed"] == 1 and stats.counts["completed"] == 1
+
+
+def test_complete_twice_is_stale(jobs):
+    jobs.enqueue(QUEUE, new())
+    c = claim_one(jobs)
+    jobs.complete(QUEUE, c.id, c.token)
+    with pytest.raises(StaleToken, match="completed, not active"):
+        jobs.complete(QUEUE, c.id, c.token)
+
+
+def test_complete_many_returns_errors_as_values(jobs):
+    enqueue_n(jobs, 3)
+    cs = jobs.claim(QUEUE, WORKER, count=3).jobs
+    replies = jobs.complete_many(
+        [
+            (QUEUE, cs[0].id, cs[0].token, "1"),
+            (QUEUE, cs[1].id, 99, "2"),
+            (QUEUE, cs[2].id, cs[2].token, "3"),
+        ]
+    )
+    assert isinstance(replies[1], StaleToken)
+    assert [jobs.get(QUEUE, c.id).state for c in cs] == ["completed", "active", "completed"]
+
+
+# -- retry --------------------------------------------------------------------------------
+
+
+def test_retry_with_backoff_schedules_and_appends_the_error(jobs):
+    jobs.enqueue(QUEUE, new(max_attempts=3))
+    c = claim_one(jobs)
+    outcome = jobs.retry(
+        QUEUE, c.id, c.token, error=error_json("E1"), summary="ValueError: E1", backoff_ms=40
+    )
+    job = jobs.get(QUEUE, c.id)
+    assert outcome.state == "scheduled" and job.state == "scheduled"
+    assert job.due_ms == outcome.due_ms
+    assert job.last_error == "ValueError: E1"
+    assert [e["traceback"] for e in job.error_list] == ["E1"]
+    time.sleep(0.06)
+    c2 = claim_one(jobs)
+    assert (c2.id, c2.token) == (c.id, 2)
+    jobs.retry(QUEUE, c2.id, c2.token, error=error_json("E2"), summary="ValueError: E2")
+    assert [e["traceback"] for e in jobs.get(QUEUE, c.id).error_list] == ["E1", "E2"]
+    assert jobs.stats(QUEUE).metrics["retried"] == 2
+
+
+def test_retry_without_backoff_goes_to_the_back_of_pending(jobs):
+    first, second = enqueue_n(jobs, 2)
+    c = claim_one(jobs)
+    assert jobs.retry(QUEUE, c.id, c.token, error=error_json(), summary="x").state == "pending"
+    assert members(jobs)["pending"] == [second, first]
+
+
+def test_retry_past_max_attempts_goes_dead(jobs):
+    jobs.enqueue(QUEUE, new(max_attempts=2))
+    for expected in ("pending", "dead"):
+        c = claim_one(jobs)
+        assert jobs.retry(QUEUE, c.id, c.token, error=error_json(), summary="x").state == expected
+    job = jobs.get(QUEUE, c.id)
+    assert (job.state, job.attempts, len(job.error_list)) == ("dead", 2, 2)
+    assert job.finished_at is not None
+    assert members(jobs)["dead"] == [c.id]
+    assert jobs.stats(QUEUE).metrics["dead"] == 1
+
+
+def test_retry_give_up_goes_dead_at_once(jobs):
+    jobs.enqueue(QUEUE, new(max_attempts=10))
+    c = claim_one(jobs)
+    out = jobs.retry(QUEUE, c.id, c.token, error=error_json(), summary="x", give_up=True)
+    assert out.state == "dead"
+    assert assert_one_place(jobs) == {c.id: "dead"}
+
+
+# -- extend -------------------------------------------------------------------------------
+
+
+def test_extend_moves_the_deadline_on_the_server_clock(jobs):
+    jobs.enqueue(QUEUE, new())
+    c = claim_one(jobs, lease_ms=1000)
+    deadline = jobs.extend(QUEUE, c.id, c.token, 90_000)
+    now = server_ms(jobs)
+    assert now + 90_000 - 1000 < deadline <= now + 90_000
+    assert jobs.get(QUEUE, c.id).lease_deadline == deadline
+    assert jobs.connector.client.zscore(QueueKeys.of(QUEUE).active, c.id) == deadline
+    assert (
+        jobs.extend_many([(QUEUE, c.id, c.token, 1000), (QUEUE, c.id, 7, 1000)])[1].__class__
+        is StaleToken
+    )
+
+
+def test_an_extended_lease_is_not_reaped(jobs):
+    jobs.enqueue(QUEUE, new())
+    c = claim_one(jobs, lease_ms=30)
+    jobs.extend(QUEUE, c.id, c.token, 60_000)
+    time.sleep(0.05)
+    assert jobs.reap(QUEUE).moved == 0
+    assert jobs.get(QUEUE, c.id).state == "active"
+
+
+# -- release ------------------------------------------------------------------------------
+
+
+def test_release_refunds_the_attempt_and_keeps_the_place(jobs):
+    first, second = enqueue_n(jobs, 2, max_attempts=1)
+    c = claim_one(jobs)
+    assert c.id == first
+    for _ in range(3):  # max_attempts=1, yet released attempts never exhaust it
+        jobs.release(QUEUE, c.id, c.token)
+        assert members(jobs)["pending"] == [first, second]
+        c = claim_one(jobs)
+    job = jobs.get(QUEUE, first)
+    assert (job.attempts, job.refunds, c.token) == (4, 3, 4)  # the token never went down
+    assert jobs.retry(QUEUE, c.id, c.token, error=error_json(), summary="x").state == "dead"
+    assert jobs.stats(QUEUE).metrics["released"] == 3
+
+
+# -- reap ---------------------------------------------------------------------------------
+
+
+def test_reap_returns_expired_leases_and_records_lease_expired(jobs):
+    jobs.enqueue(QUEUE, new(max_attempts=2))
+    c = expire(jobs)
+    sweep = jobs.reap(QUEUE)
+    assert (sweep.moved, sweep.dead, sweep.calls) == (1, 0, 1)
+    job = jobs.get(QUEUE, c.id)
+    assert (job.state, job.worker, job.lease_deadline) == ("pending", "", None)
+    (err,) = job.error_list
+    assert err["exception_class_path"] == "echomq_django.engine.errors.LeaseExpired"
+    assert WORKER in err["traceback"] and job.last_error.startswith("LeaseExpired")
+    c2 = expire(jobs)
+    assert jobs.reap(QUEUE).dead == 1  # the second expired attempt was the last
+    assert jobs.get(QUEUE, c2.id).state == "dead"
+    metrics = jobs.stats(QUEUE).metrics
+    assert (metrics["reaped"], metrics["reaped_dead"]) == (1, 1)
+
+
+def test_reap_leaves_live_leases_alone(jobs):
+    enqueue_n(jobs, 2)
+    live = claim_one(jobs, lease_ms=60_000)
+    gone = expire(jobs)
+    assert jobs.reap(QUEUE).moved == 1
+    assert jobs.get(QUEUE, live.id).state == "active"
+    assert jobs.get(QUEUE, gone.id).state == "pending"
+
+
+def test_reap_is_bounded_per_call_and_loops_while_more(jobs):
+    enqueue_n(jobs, 7)
+    jobs.claim(QUEUE, WORKER, count=7, lease_ms=1)
+    time.sleep(0.01)
+    sweep = jobs.reap(QUEUE, limit=3)
+    assert (sweep.moved, sweep.calls) == (7, 3)
+    assert len(members(jobs)["pending"]) == 7
+
+
+# -- promote / run_now / cancel -----------------------------------------------------------
+
+
+def test_promote_moves_only_due_jobs_in_bounded_calls(jobs):
+    now = server_ms(jobs)
+    due = enqueue_n(jobs, 5, due_ms=now + 20)
+    later = jobs.enqueue(QUEUE, new(due_ms=now + 60_000)).id
+    assert jobs.promote(QUEUE).moved == 0
+    time.sleep(0.03)
+    sweep = jobs.promote(QUEUE, limit=2)
+    assert (sweep.moved, sweep.calls) == (5, 3)
+    assert sorted(members(jobs)["pending"]) == sorted(due)
+    assert members(jobs)["scheduled"] == [later]
+    assert {jobs.get(QUEUE, i).due_ms for i in due} == {None}
+
+
+def test_run_now_moves_a_scheduled_job_to_pending(jobs):
+    e = jobs.enqueue(QUEUE, new(due_ms=server_ms(jobs) + 60_000))
+    jobs.run_now(QUEUE, e.id)
+    assert assert_one_place(jobs) == {e.id: "pending"}
+    with pytest.raises(WrongState):
+        jobs.run_now(QUEUE, e.id)
+    with pytest.raises(JobNotFound):
+        jobs.run_now(QUEUE, "01890a5d-ac96-774b-bcce-b302099a8057")
+
+
+def test_cancel_sends_pending_or_scheduled_to_dead_only(jobs):
+    p = jobs.enqueue(QUEUE, new()).id
+    s = jobs.enqueue(QUEUE, new(due_ms=server_ms(jobs) + 60_000)).id
+    jobs.cancel(QUEUE, p)
+    jobs.cancel(QUEUE, s, "no longer needed")
+    job = jobs.get(QUEUE, s)
+    assert job.error_list[0]["exception_class_path"] == "echomq_django.engine.errors.Cancelled"
+    assert job.last_error == "Cancelled: no longer needed"
+    assert assert_one_place(jobs) == {p: "dead", s: "dead"}
+    assert jobs.stats(QUEUE).metrics["cancelled"] == 2
+    a = jobs.enqueue(QUEUE, new()).id
+    claim_one(jobs)
+    for job_id in (a, p):  # active and dead jobs cannot be cancelled
+        with pytest.raises(WrongState):
+            jobs.cancel(QUEUE, job_id)
+
+
+# -- retry_dead / delete / trim -------------------------------------------------------------
+
+
+def test_retry_dead_gives_a_fresh_budget_and_never_lowers_the_token(jobs):
+    jobs.enqueue(QUEUE, new(max_attempts=2))
+    for _ in range(2):
+        c = claim_one(jobs)
+        jobs.retry(QUEUE, c.id, c.token, error=error_json(), summary="x")
+    assert jobs.get(QUEUE, c.id).state == "dead"
+    assert jobs.retry_dead(QUEUE, [c.id]).moved == 1
+    job = jobs.get(QUEUE, c.id)
+    assert (job.state, job.attempts, job.finished_at) == ("pending", 2, None)
+    c3 = claim_one(jobs)
+    assert c3.token == 3  # up, never down
+    assert jobs.retry(QUEUE, c3.id, c3.token, error=error_json(), summary="x").state == "pending"
+    c4 = claim_one(jobs)
+    assert jobs.retry(QUEUE, c4.id, c4.token, error=error_json(), summary="x").state == "dead"
+    assert jobs.stats(QUEUE).metrics["revived"] == 1
+
+
+def test_retry_dead_without_ids_sweeps_all_and_skips_live_ids(jobs):
+    ids = enqueue_n(jobs, 5)
+    for job_id in ids:
+        jobs.cancel(QUEUE, job_id)
+    live = jobs.enqueue(QUEUE, new()).id
+    assert jobs.retry_dead(QUEUE, [live]).moved == 0
+    sweep = jobs.retry_dead(QUEUE, limit=2)
+    assert (sweep.moved, sweep.calls) == (5, 3)
+    assert set(assert_one_place(jobs).values()) == {"pending"}
+
+
+@pytest.mark.parametrize("state", ["pending", "scheduled", "active", "completed", "dead"])
+def test_delete_removes_the_job_from_any_place(jobs, state):
+    e = jobs.enqueue(
+        QUEUE,
+        new(idempotency_key="k", due_ms=server_ms(jobs) + 60_000 if state == "scheduled" else 0),
+    )
+    if state in ("active", "completed"):
+        c = claim_one(jobs)
+        if state == "completed":
+            jobs.complete(QUEUE, c.id, c.token)
+    if state == "dead":
+        jobs.cancel(QUEUE, e.id)
+    assert jobs.delete(QUEUE, e.id) == state
+    assert jobs.get(QUEUE, e.id) is None
+    assert assert_one_place(jobs) == {}
+    assert jobs.enqueue(QUEUE, new(idempotency_key="k")).created
+    with pytest.raises(JobNotFound):
+        jobs.delete(QUEUE, e.id)
+
+
+def test_trim_drops_rows_past_retention_and_purge_drops_all(jobs):
+    enqueue_n(jobs, 3, result_ttl_ms=0)
+    enqueue_n(jobs, 2, result_ttl_ms=60_000)
+    for c in jobs.claim(QUEUE, WORKER, count=5).jobs:
+        jobs.complete(QUEUE, c.id, c.token)
+    time.sleep(0.002)
+    assert jobs.trim(QUEUE, "completed").moved == 3
+    assert len(assert_one_place(jobs)) == 2
+    sweep = jobs.trim(QUEUE, "completed", purge=True, limit=1)
+    assert (sweep.moved, sweep.calls) == (2, 2)
+    assert assert_one_place(jobs) == {}
+    metrics = jobs.stats(QUEUE).metrics
+    assert (metrics["trimmed"], metrics["purged"]) == (3, 2)
+    with pytest.raises(ValueError):
+        jobs.trim(QUEUE, "pending")
+
+
+def test_trim_of_dead_respects_dead_ttl(jobs):
+    short = jobs.enqueue(QUEUE, new(dead_ttl_ms=0)).id
+    kept = jobs.enqueue(QUEUE, new()).id
+    jobs.cancel(QUEUE, short)
+    jobs.cancel(QUEUE, kept)
+    time.sleep(0.002)
+    assert jobs.trim(QUEUE, "dead").moved == 1
+    assert assert_one_place(jobs) == {kept: "dead"}
+
+
+# -- reads --------------------------------------------------------------------------------
+
+
+def test_stats_counts_each_place(jobs):
+    enqueue_n(jobs, 4)
+    jobs.enqueue(QUEUE, new(due_ms=server_ms(jobs) + 60_000))
+    a, b, _still_active = jobs.claim(QUEUE, WORKER, count=3).jobs
+    jobs.complete(QUEUE, a.id, a.token)
+    jobs.retry(QUEUE, b.id, b.token, error=error_json(), summary="x", give_up=True)
+    stats = jobs.stats(QUEUE)
+    assert stats.counts == {"pending": 1, "scheduled": 1, "active": 1, "completed": 1, "dead": 1}
+    assert abs(stats.now_ms - server_ms(jobs)) < 1000
+
+
+def test_page_offsets_and_newest_first(jobs):
+    ids = enqueue_n(jobs, 7)
+    page = jobs.page(QUEUE, "pending", offset=2, count=3)
+    assert page.total == 7
+    assert [e.id for e in page.entries] == ids[2:5]
+    assert page.entries[0].fields["task"] == "tests.task"
+    assert page.entries[0].fields["attempts"] == "0"
+    newest = jobs.page(QUEUE, "pending", count=2, newest_first=True, fields=("payload",))
+    assert [e.id for e in newest.entries] == ids[::-1][:2]
+    assert newest.entries[0].fields == {"payload": '{"n": 6}'}
+    assert jobs.page(QUEUE, "pending", offset=50).entries == []
+    assert jobs.page(QUEUE, "dead").total == 0
+
+
+def test_throughput_counts_completed_and_failed_per_minute(jobs):
+    enqueue_n(jobs, 3, max_attempts=1)
+    a, b, c = jobs.claim(QUEUE, WORKER, count=3).jobs
+    jobs.complete(QUEUE, a.id, a.token)
+    jobs.complete(QUEUE, b.id, b.token)
+    jobs.retry(QUEUE, c.id, c.token, error=error_json(), summary="x")
+    series = jobs.throughput(QUEUE, minutes=2)
+    assert len(series) == 2 and series[1][0] - series[0][0] == 1
+    assert server_ms(jobs) // 60_000 - series[1][0] in (0, 1)
+    assert sum(s[1] for s in series) == 2 and sum(s[2] for s in series) == 1
+    key = QueueKeys.of(QUEUE).throughput(series[1][0])
+    if jobs.connector.client.exists(key):
+        assert 0 < jobs.connector.client.ttl(key) <= 7200
+
+
+def test_error_list_holds_json_objects_exactly(jobs):
+    jobs.enqueue(QUEUE, new(max_attempts=3))
+    big = {"exception_class_path": "x.Y", "traceback": 'line\n"quoted" \\ ünï', "n": 2**60 + 1}
+    c = claim_one(jobs)
+    jobs.retry(QUEUE, c.id, c.token, error=json.dumps(big), summary="x")
+    assert jobs.get(QUEUE, c.id).error_list == [big]  # no rounding, no re-encoding by Lua
