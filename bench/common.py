@@ -1,0 +1,264 @@
+"""Shared helpers: key names, worker processes, commandstats and MONITOR counting."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import redis
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+WORK_DIR = BENCH_DIR / ".work"  # gitignored: logs, server dir, venv
+LOG_DIR = WORK_DIR / "logs"
+
+# Keys written by every peer's no-op task (see bench/tasks/probe.py and
+# bench/bullmq/bench.js). They are the only way the harness learns "done".
+DONE_KEY = "bench:done"  # INCR once per finished task
+STARTED_KEY = "bench:started"  # INCR by the first task of each worker process
+T0_KEY = "bench:t0"  # "<start time s> <jobs done before>" once all processes run
+FIN_KEY = "bench:fin"  # RPUSH by the task that saw INCR == N: its end time (s)
+LAT_KEY = "bench:lat"  # RPUSH by the latency task: ms from enqueue to task start
+
+# Commands the harness itself sends during a counted phase: not the library's.
+HARNESS_COMMANDS = {
+    "info",
+    "config|resetstat",
+    "config|get",
+    "config|set",
+    "monitor",
+    "echo",
+    "flushall",
+    "client|list",
+    "blmpop",  # the harness waits for bench:fin with BLMPOP (no peer uses it)
+}
+# Per counted processing phase (one worker process), the task and the harness
+# add, besides one INCR per job: INCR started, SET t0, RPUSH fin (task) and
+# GET t0 (harness).
+PROBE_FIXED_COMMANDS = 4
+
+
+def now_ms() -> float:
+    return time.time() * 1000.0
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def percentile(xs, p):
+    """Nearest-rank percentile (p in 0..100)."""
+    if not xs:
+        return None
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, math.ceil(p / 100.0 * len(s)) - 1))
+    return s[k]
+
+
+def client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url)
+
+
+def reset(r: redis.Redis) -> None:
+    """Fresh state for a measurement: no keys, zeroed command statistics."""
+    r.flushall()
+    r.config_resetstat()
+
+
+def commandstats(r: redis.Redis) -> dict[str, int]:
+    out = {}
+    for name, row in r.info("commandstats").items():
+        out[name.removeprefix("cmdstat_")] = int(row["calls"])
+    return out
+
+
+def library_calls(stats: dict[str, int]) -> int:
+    return sum(v for k, v in stats.items() if k not in HARNESS_COMMANDS)
+
+
+def stats_delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+
+
+# -- worker processes ------------------------------------------------------
+
+
+def worker_env(url: str, n: int = 0, procs: int = 1, extra: dict | None = None) -> dict:
+    env = dict(os.environ)
+    env["BENCH_URL"] = url
+    env["BENCH_N"] = str(n)
+    env["BENCH_PROCS"] = str(procs)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    )
+    env["PYTHONUNBUFFERED"] = "1"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def spawn(argv: list[str], env: dict, log_name: str, cwd: Path | None = None) -> subprocess.Popen:
+    """Start a worker in its own session (so it and its children stop together)."""
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    log = open(LOG_DIR / f"{log_name}.log", "ab")  # noqa: SIM115 - closed in stop()
+    log.write(f"\n=== {time.strftime('%H:%M:%S')} {' '.join(argv)}\n".encode())
+    log.flush()
+    p = subprocess.Popen(
+        argv,
+        env=env,
+        cwd=str(cwd or REPO_ROOT),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    p._bench_log = log  # type: ignore[attr-defined]
+    return p
+
+
+def stop(procs: list[subprocess.Popen], grace: float = 10.0) -> None:
+    """SIGTERM each worker's own process group, then SIGKILL what is left."""
+    for p in procs:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(max(0.1, deadline - time.monotonic()))
+    for p in procs:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(p.pid, signal.SIGKILL)  # children (dramatiq forks) too
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(5)
+        log = getattr(p, "_bench_log", None)
+        if log:
+            log.close()
+
+
+class WorkerFailed(RuntimeError):
+    pass
+
+
+def wait_finished(r: redis.Redis, n: int, procs: list[subprocess.Popen], timeout: float) -> float:
+    """Block until the N-th task reports; return the steady-state rate (jobs/s).
+
+    Counted from the first task of the last worker process to start (all are
+    running from then on) to the end of the N-th task, over the jobs that were
+    not yet done at that start. With one process: first task start -> N-th end.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            done = r.get(DONE_KEY)
+            raise WorkerFailed(f"timeout: {int(done or 0)}/{n} tasks done after {timeout:.0f}s")
+        got = r.execute_command("BLMPOP", round(min(1.0, left), 3), 1, FIN_KEY, "LEFT")
+        if got:
+            t_end = float(got[1][0])
+            for _ in range(100):  # the last process's SET may trail the N-th task
+                raw = r.get(T0_KEY)
+                if raw:
+                    break
+                time.sleep(0.01)
+            else:
+                raise WorkerFailed("not every worker process ran a task (N too small?)")
+            t0, before = raw.split()
+            return (n - int(before)) / (t_end - float(t0))
+        dead = [p for p in procs if p.poll() is not None and p.returncode not in (0, None)]
+        if dead and len(dead) == len(procs):
+            raise WorkerFailed(f"all workers exited (rc={[p.returncode for p in dead]})")
+
+
+def pickup_loop(r: redis.Redis, enqueue_latency_job, k: int, warmup: int = 3) -> list[float]:
+    """Enqueue one job at a time to an idle worker; collect the task-side latencies.
+
+    The first job also waits for the worker to start (up to 60 s). Between
+    jobs the worker sits idle for 50-150 ms (random, so pollers are not
+    hit in phase).
+    """
+    out = []
+    for i in range(warmup + k):
+        if i:
+            time.sleep(random.uniform(0.05, 0.15))
+        enqueue_latency_job(now_ms())
+        got = r.blpop([LAT_KEY], timeout=60 if i == 0 else 30)
+        if not got:
+            raise WorkerFailed("latency job not picked up within the timeout")
+        if i >= warmup:
+            out.append(float(got[1]))
+    return out
+
+
+# -- MONITOR: which commands ran inside scripts -----------------------------
+
+
+class ScriptCallCounter:
+    """Counts commands issued from inside Lua scripts, via MONITOR.
+
+    ``INFO commandstats`` counts every command, including those a script runs
+    with ``redis.call``; MONITOR tags the latter ``[db lua]``. Client commands
+    = commandstats total - script commands. Only used in the untimed counting
+    pass (MONITOR slows the server down).
+    """
+
+    def __init__(self, host: str, port: int):
+        self.sock = socket.create_connection((host, port))
+        self.sock.sendall(b"MONITOR\r\n")
+        self.lua = 0
+        self.lines = 0
+        self.marks: dict[str, int] = {}
+        self._cv = threading.Condition()
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        buf = b""
+        while not self._stop:
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+            *lines, buf = buf.split(b"\r\n")
+            for line in lines:
+                self.lines += 1
+                if b" lua] " in line:
+                    self.lua += 1
+                elif b'"echo" "bench-mark-' in line or b'"ECHO" "bench-mark-' in line:
+                    name = line.rsplit(b"bench-mark-", 1)[1].rstrip(b'"').decode()
+                    with self._cv:
+                        self.marks[name] = self.lua
+                        self._cv.notify_all()
+
+    def mark(self, r: redis.Redis, name: str, timeout: float = 60.0) -> int:
+        """Script-command count at the moment the server ran ECHO bench-mark-<name>."""
+        r.echo(f"bench-mark-{name}")
+        with self._cv:
+            if not self._cv.wait_for(lambda: name in self.marks, timeout):
+                raise WorkerFailed("MONITOR stream fell behind")
+            return self.marks[name]
+
+    def close(self):
+        self._stop = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+
+def python_exe() -> str:
+    return sys.executable
