@@ -113,6 +113,11 @@ class Enqueued:
     id: str
     state: str
     created: bool  # False: an idempotency key matched a job still pending/scheduled/active
+    enqueued_at: int | None = None  # the row's enqueued_at (server µs)
+
+    @classmethod
+    def from_reply(cls, reply: Sequence[Any]) -> Enqueued:
+        return cls(reply[0], reply[1], bool(reply[2]), int(reply[3]) if reply[3] else None)
 
 
 def _opt_int(row: Mapping[str, str], name: str) -> int | None:
@@ -301,7 +306,7 @@ class Jobs:
         call = self._enqueue_call(keys, job.validate(self.max_payload))
         self.register_queue(queue)
         reply = self.connector.run(call.script, call.keys, call.args)
-        return Enqueued(reply[0], reply[1], bool(reply[2]))
+        return Enqueued.from_reply(reply)
 
     def enqueue_many(self, queue: str, jobs: Iterable[NewJob]) -> list[Enqueued]:
         """Enqueue many jobs in one pipelined round trip; each is still its own script call.
@@ -316,7 +321,7 @@ class Jobs:
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        return [Enqueued(r[0], r[1], bool(r[2])) for r in replies]
+        return [Enqueued.from_reply(r) for r in replies]
 
     def _enqueue_call(self, keys: QueueKeys, job: NewJob) -> Call:
         key_list = [

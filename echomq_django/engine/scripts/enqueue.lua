@@ -9,8 +9,9 @@
 -- ARGV[7] due_ms (absolute Unix ms; 0 = now)   ARGV[8] run_after (exact, opaque)
 -- ARGV[9] result_ttl_ms   ARGV[10] dead_ttl_ms
 --
--- Reply: {id, state, created} where created is 1, or 0 when the idempotency key
--- is held by a job still pending, scheduled or active (its id and state returned).
+-- Reply: {id, state, created, enqueued_at} where created is 1, or 0 when the
+-- idempotency key is held by a job still pending, scheduled or active (that job's
+-- id, state and enqueued_at returned). enqueued_at is the row's server time in µs.
 -- Error: EMQEXISTS when a row with this id exists already.
 -- @include "common"
 -- @include "moves"
@@ -25,7 +26,7 @@ if idem then
   if holder then
     local state = redis.call('HGET', row_key(holder), 'state')
     if state == 'pending' or state == 'scheduled' or state == 'active' then
-      return {holder, state, 0}
+      return {holder, state, 0, redis.call('HGET', row_key(holder), 'enqueued_at') or ''}
     end
   end
   redis.call('SET', idem, id)
@@ -49,4 +50,4 @@ else
 end
 wake(KEYS[5])
 redis.call('HINCRBY', KEYS[4], 'enqueued', 1)
-return {id, state, 1}
+return {id, state, 1, fmt(now_us)}
