@@ -462,7 +462,6 @@ class EmbeddedServer:
                     self._port = None
                     continue
                 raise
-        _live_servers.add(self)
         return self
 
     def _spawn_and_wait(self, timeout: float) -> None:
@@ -478,18 +477,24 @@ class EmbeddedServer:
                 preexec_fn=_child_setup,
                 close_fds=True,
             )
+        _live_servers.add(self)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                code = self._proc.returncode
-                self._proc = None
-                raise ServerStartError(
-                    f"{self.binary} exited with code {code} while starting on "
-                    f"{self.host}:{self.port}\n{self.log_tail()}"
-                )
-            if self.ping(timeout=0.5):
-                return
-            time.sleep(0.02)
+        try:
+            while time.monotonic() < deadline:
+                if self._proc.poll() is not None:
+                    code = self._proc.returncode
+                    self._proc = None
+                    _live_servers.discard(self)
+                    raise ServerStartError(
+                        f"{self.binary} exited with code {code} while starting on "
+                        f"{self.host}:{self.port}\n{self.log_tail()}"
+                    )
+                if self.ping(timeout=0.5):
+                    return
+                time.sleep(0.02)
+        except BaseException:  # Ctrl-C while waiting: leave no server behind
+            self._terminate(kill=True)
+            raise
         self._terminate(kill=True)
         raise ServerStartError(
             f"{self.binary} did not answer PING on {self.host}:{self.port} within "

@@ -1,0 +1,288 @@
+"""Run the example project: embedded server, migrate, admin user, web, worker, reaper.
+
+Started by ``scripts/run`` (which bootstraps the venv first). Environment:
+
+    ECHOMQ_URL             use this server instead of starting the embedded one
+    ECHOMQ_SERVER_PORT     port of the embedded server (default 6390; a free one if taken)
+    ECHOMQ_HTTP_ADDR       runserver address (default 127.0.0.1:8000)
+    ECHOMQ_RUN_QUEUES      queues for runworker (default "default emails slow")
+    ECHOMQ_ADMIN_USER      demo superuser name (default admin)
+    ECHOMQ_ADMIN_PASSWORD  its password (default: generated once, kept in var/admin-password)
+
+Every child runs in its own process group; Ctrl-C (or SIGTERM) stops them all,
+then shuts the server down (SHUTDOWN: its AOF under var/valkey/ keeps the jobs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from echomq_django.embedded import (  # noqa: E402 - after the path tweak
+    EmbeddedServer,
+    ServerBinaryNotFound,
+    ServerStartError,
+    _child_setup,
+    free_port,
+)
+
+VAR = ROOT / "var"
+PY = sys.executable
+STOP_TIMEOUT = 10.0
+
+_print_lock = threading.Lock()
+
+
+def say(text: str) -> None:
+    with _print_lock:
+        print(f"run | {text}", flush=True)
+
+
+class Stop(Exception):
+    """SIGTERM / SIGINT received."""
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    raise Stop(signal.Signals(signum).name)
+
+
+def manage(*args: str, env: dict[str, str], capture: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [PY, str(ROOT / "manage.py"), *args],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        capture_output=capture,
+        check=False,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Server
+# ---------------------------------------------------------------------------------------
+
+
+def start_server() -> tuple[EmbeddedServer, object]:
+    data = VAR / "valkey"
+    data.mkdir(parents=True, exist_ok=True)
+    lock = open(data / ".run.lock", "w")  # noqa: SIM115 - held for the whole run
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SystemExit(
+            "run | another scripts/run already uses var/valkey/ (stop it first, or set "
+            "ECHOMQ_URL to use a server of your own)"
+        ) from None
+    wanted = int(os.environ.get("ECHOMQ_SERVER_PORT", "6390"))
+    port = wanted
+    server = EmbeddedServer(dir=data, port=port, appendonly=True)
+    if not server_port_free(port):
+        port = free_port()
+        say(f"port {wanted} is taken: the embedded server uses port {port} instead")
+        server = EmbeddedServer(dir=data, port=port, appendonly=True)
+    server.start(timeout=30)  # loading a large AOF may take a while
+    say(
+        f"{server.product} {server.version} on {server.url} (pid {server.pid}, data in var/valkey/)"
+    )
+    return server, lock
+
+
+def server_port_free(port: int) -> bool:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+# ---------------------------------------------------------------------------------------
+# Django steps
+# ---------------------------------------------------------------------------------------
+
+ENSURE_ADMIN = """
+import os
+from django.contrib.auth import get_user_model
+User = get_user_model()
+name, password = os.environ["ECHOMQ_ADMIN_USER"], os.environ["ECHOMQ_ADMIN_PASSWORD"]
+user = User.objects.filter(username=name).first()
+if user is None:
+    User.objects.create_superuser(name, f"{name}@example.com", password)
+elif not (user.is_superuser and user.is_staff and user.is_active and user.check_password(password)):
+    user.is_superuser = user.is_staff = user.is_active = True
+    user.set_password(password)
+    user.save()
+"""
+
+
+def admin_credentials() -> tuple[str, str]:
+    name = os.environ.get("ECHOMQ_ADMIN_USER", "admin")
+    password = os.environ.get("ECHOMQ_ADMIN_PASSWORD")
+    if not password:
+        stored = VAR / "admin-password"
+        if stored.exists():
+            password = stored.read_text().strip()
+        if not password:
+            password = secrets.token_urlsafe(12)
+            stored.write_text(password + "\n")
+            stored.chmod(0o600)
+    return name, password
+
+
+def available_commands(env: dict[str, str]) -> set[str]:
+    out = manage("help", "--commands", env=env, capture=True)
+    if out.returncode != 0:
+        raise SystemExit(f"run | manage.py help failed:\n{out.stderr}")
+    return {line.strip() for line in out.stdout.splitlines() if line.strip()}
+
+
+# ---------------------------------------------------------------------------------------
+# Children
+# ---------------------------------------------------------------------------------------
+
+
+class Child:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
+        self.name = name
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            # Own process group (Ctrl-C reaches only us; we decide when it stops), and
+            # SIGTERM if this launcher dies without cleaning up.
+            preexec_fn=_child_setup,
+        )
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with _print_lock:
+                sys.stdout.write(f"{self.name:>6} | {line}")
+                sys.stdout.flush()
+
+    def signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+
+def stop_children(children: list[Child]) -> None:
+    for child in children:
+        child.signal_group(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    for child in children:
+        try:
+            child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            say(f"{child.name} did not stop in {STOP_TIMEOUT:.0f}s: SIGKILL")
+    for child in children:
+        # The whole group (runserver's autoreloader child included) goes, even if the
+        # leader already exited.
+        child.signal_group(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            child.proc.wait(timeout=5)
+        child.thread.join(timeout=1)
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    VAR.mkdir(exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    env["PYTHONUNBUFFERED"] = "1"
+
+    server: EmbeddedServer | None = None
+    lock = None
+    children: list[Child] = []
+    status = 0
+    try:
+        if env.get("ECHOMQ_URL"):
+            say(f"using ECHOMQ_URL={env['ECHOMQ_URL']} (no embedded server started)")
+        else:
+            try:
+                server, lock = start_server()
+            except (ServerBinaryNotFound, ServerStartError) as exc:
+                say(str(exc))
+                return 1
+            env["ECHOMQ_URL"] = server.url
+
+        say("manage.py migrate")
+        if manage("migrate", "--noinput", env=env).returncode != 0:
+            say("migrate failed")
+            return 1
+
+        name, password = admin_credentials()
+        env_admin = {**env, "ECHOMQ_ADMIN_USER": name, "ECHOMQ_ADMIN_PASSWORD": password}
+        if manage("shell", "--no-imports", "-c", ENSURE_ADMIN, env=env_admin).returncode != 0:
+            say("could not create the demo superuser")
+            return 1
+
+        commands = available_commands(env)
+        addr = env.get("ECHOMQ_HTTP_ADDR", "127.0.0.1:8000")
+        queues = env.get("ECHOMQ_RUN_QUEUES", "default emails slow").split()
+        manage_py = [PY, str(ROOT / "manage.py")]
+        children.append(Child("web", [*manage_py, "runserver", addr], env))
+        for cmd, args, label in (
+            ("runworker", queues, "worker"),
+            ("runreaper", [], "reaper"),
+        ):
+            if cmd in commands:
+                children.append(Child(label, [*manage_py, cmd, *args], env))
+            else:
+                say(f"skipped: manage.py {cmd} (the command does not exist yet)")
+
+        base = f"http://{addr}"
+        say("")
+        say(f"open  {base}/")
+        say(f"      {base}/admin/          user {name!r}, password {password!r}")
+        say(f"      {base}/admin/echomq/")
+        say(f"queue server {env['ECHOMQ_URL']}")
+        say("Ctrl-C stops everything")
+        say("")
+
+        while True:
+            for child in children:
+                code = child.proc.poll()
+                if code is not None:
+                    say(f"{child.name} exited with code {code}: stopping everything")
+                    return code or 1
+            time.sleep(0.2)
+    except Stop as exc:
+        say(f"{exc}: stopping")
+        return status
+    finally:
+        # Ignore further Ctrl-C while cleaning up, so nothing is left behind.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if children:
+            stop_children(children)
+            say("web, worker and reaper stopped")
+        if server is not None:
+            server.stop(timeout=STOP_TIMEOUT, cleanup=False)
+            say("server stopped (data kept in var/valkey/)")
+        if lock is not None:
+            lock.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
