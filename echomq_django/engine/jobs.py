@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -242,6 +242,10 @@ class Sweep:
     dead: int = 0
     dangling: int = 0
     calls: int = 0
+
+
+Progress = Callable[[Sweep], None]
+"""Called after each bounded call of a sweep loop with the totals so far (a CLI's progress bar)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,7 +468,13 @@ class Jobs:
         )
 
     def trim(
-        self, queue: str, state: str, *, purge: bool = False, limit: int = SWEEP_LIMIT
+        self,
+        queue: str,
+        state: str,
+        *,
+        purge: bool = False,
+        limit: int = SWEEP_LIMIT,
+        progress: Progress | None = None,
     ) -> Sweep:
         """Drop completed or dead rows past their retention (``purge``: all of them)."""
         if state not in ("completed", "dead"):
@@ -474,10 +484,16 @@ class Jobs:
             script.load("trim"),
             [keys.state_set(state), keys.metrics],
             [limit, "+inf" if purge else "now", "purged" if purge else "trimmed"],
+            progress,
         )
 
     def retry_dead(
-        self, queue: str, job_ids: Sequence[str] = (), *, limit: int = SWEEP_LIMIT
+        self,
+        queue: str,
+        job_ids: Sequence[str] = (),
+        *,
+        limit: int = SWEEP_LIMIT,
+        progress: Progress | None = None,
     ) -> Sweep:
         """Dead jobs back to pending with a fresh attempt budget (all of them if no ids)."""
         keys = QueueKeys.of(queue)
@@ -486,13 +502,17 @@ class Jobs:
         if ids:
             r = self.connector.run(script.load("retry_dead"), call_keys, [limit, *ids])
             return Sweep(moved=r[0], calls=1)
-        return self._loop(script.load("retry_dead"), call_keys, [limit])
+        return self._loop(script.load("retry_dead"), call_keys, [limit], progress)
 
-    def _loop(self, s: script.Script, keys: list[str], args: list[Any]) -> Sweep:
+    def _loop(
+        self, s: script.Script, keys: list[str], args: list[Any], progress: Progress | None = None
+    ) -> Sweep:
         moved = calls = 0
         while True:
             done, more = self.connector.run(s, keys, args)
             moved, calls = moved + done, calls + 1
+            if progress is not None:
+                progress(Sweep(moved=moved, calls=calls))
             if not more:
                 return Sweep(moved=moved, calls=calls)
 
