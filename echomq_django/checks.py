@@ -1,0 +1,300 @@
+"""Django system checks for EchoMQ, and the server checks that workers print at start-up.
+
+Configuration (run by every ``manage.py`` command that runs checks)::
+
+    echomq.E001  settings.ECHOMQ is not a dict
+    echomq.E002  settings.ECHOMQ has a key EchoMQ does not know (a typo is silently ignored otherwise)
+    echomq.E003  the ECHOMQ URL has a scheme the connector cannot use
+    echomq.E004  a TASKS entry of this backend has OPTIONS keys the backend does not know
+    echomq.E005  a queue name (TASKS QUEUES, ECHOMQ QUEUES) cannot be a queue name
+    echomq.W001  no ECHOMQ URL: the default redis://127.0.0.1:6379/0 is used
+    echomq.W002  the server does not answer PING
+
+The reachability probe is a warning, not an error: a web process whose queue
+server is briefly down should still start (enqueue then fails loudly), and
+``migrate`` must not depend on the queue server.
+
+Deployment (``manage.py check --deploy``; also :func:`server_warnings`)::
+
+    echomq.W010  the server persists nothing (neither AOF nor RDB): a restart loses every job
+    echomq.W011  maxmemory-policy is not noeviction: the server may evict job rows under pressure
+    echomq.W012  the server's configuration could not be read
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+from django.conf import settings
+from django.core import checks
+from django.utils.module_loading import import_string
+
+from . import conf
+from .engine.connector import CLUSTER_SCHEMES, Connector
+from .engine.errors import InvalidQueueName
+from .engine.keyspace import validate_queue_name
+
+URL_SCHEMES = {"redis", "rediss", "unix", *CLUSTER_SCHEMES}
+BACKEND_PATH = "echomq_django.backends.EchoMQBackend"
+TAG = "echomq"
+
+
+# ---------------------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------------------
+
+
+@checks.register(TAG)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """ECHOMQ's shape, its URL and its queue names; the TASKS entries of this backend."""
+    raw = getattr(settings, "ECHOMQ", {})
+    if not isinstance(raw, Mapping):
+        return [
+            checks.Error(
+                f"settings.ECHOMQ must be a dict, not {type(raw).__name__}.",
+                hint='e.g. ECHOMQ = {"URL": "redis://127.0.0.1:6379/0"}',
+                id="echomq.E001",
+            )
+        ]
+    messages = [*_unknown_keys(raw), *_url_messages(raw)]
+    messages += _queue_messages(raw.get("QUEUES", ["default"]), "settings.ECHOMQ['QUEUES']")
+    for alias, params in _echomq_backends():
+        messages += _options_messages(alias, params.get("OPTIONS", {}))
+        if "QUEUES" in params:
+            messages += _queue_messages(params["QUEUES"], f"settings.TASKS[{alias!r}]['QUEUES']")
+    return messages
+
+
+@checks.register(TAG)
+def check_server(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The configured server answers PING (skipped when the settings are unusable)."""
+    if _settings_unusable():
+        return []
+    try:
+        conf.get_connector().ping()
+    except Exception as exc:  # any failure to talk to the server is the finding
+        return [
+            checks.Warning(
+                f"The EchoMQ server at {conf.get_settings().safe_url} does not answer: {exc}",
+                hint="Start the server, or point settings.ECHOMQ['URL'] at a running one. "
+                "Jobs cannot be enqueued or run until it answers.",
+                id="echomq.W002",
+            )
+        ]
+    return []
+
+
+def _unknown_keys(raw: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    unknown = sorted(set(raw) - conf.KNOWN_KEYS)
+    if not unknown:
+        return []
+    return [
+        checks.Error(
+            f"settings.ECHOMQ has unknown keys: {', '.join(map(repr, unknown))}.",
+            hint=f"Known keys: {', '.join(sorted(conf.KNOWN_KEYS))}.",
+            id="echomq.E002",
+        )
+    ]
+
+
+def _url_messages(raw: Mapping[str, Any]) -> list[checks.CheckMessage]:
+    if "URL" not in raw:
+        return [
+            checks.Warning(
+                f"settings.ECHOMQ has no URL: EchoMQ uses {conf.DEFAULT_URL}.",
+                hint='Set ECHOMQ = {"URL": ...}, e.g. from an ECHOMQ_URL environment variable.',
+                id="echomq.W001",
+            )
+        ]
+    url = raw["URL"]
+    scheme = urlsplit(url).scheme if isinstance(url, str) else None
+    if scheme in URL_SCHEMES:
+        return []
+    return [
+        checks.Error(
+            f"settings.ECHOMQ['URL'] is not a URL EchoMQ can connect to: {url!r}.",
+            hint=f"Use one of the schemes {', '.join(sorted(URL_SCHEMES))}, "
+            "e.g. redis://host:6379/0.",
+            id="echomq.E003",
+        )
+    ]
+
+
+def _queue_messages(queues: object, where: str) -> list[checks.CheckMessage]:
+    if isinstance(queues, str) or not isinstance(queues, Iterable):
+        return [
+            checks.Error(
+                f"{where} must be a list of queue names, not {type(queues).__name__}.",
+                hint='e.g. ["default", "emails"]',
+                id="echomq.E005",
+            )
+        ]
+    messages: list[checks.CheckMessage] = []
+    for name in queues:
+        try:
+            validate_queue_name(name)
+        except InvalidQueueName as exc:
+            messages.append(
+                checks.Error(
+                    f"{where}: {exc}.",
+                    hint="Queue names become part of server keys: letters, digits, "
+                    "'.', '_' and '-', at most 100 characters.",
+                    id="echomq.E005",
+                )
+            )
+    return messages
+
+
+def _options_messages(alias: str, options: object) -> list[checks.CheckMessage]:
+    from .backends import KNOWN_OPTIONS
+
+    where = f"settings.TASKS[{alias!r}]['OPTIONS']"
+    if not isinstance(options, Mapping):
+        unknown = [f"(a {type(options).__name__}, not a dict)"]
+    else:
+        unknown = [repr(k) for k in sorted(set(options) - set(KNOWN_OPTIONS), key=str)]
+    if not unknown:
+        return []
+    return [
+        checks.Error(
+            f"{where} has unknown options: {', '.join(unknown)}.",
+            hint=f"Options of the EchoMQ backend: {', '.join(sorted(KNOWN_OPTIONS))}.",
+            id="echomq.E004",
+        )
+    ]
+
+
+def _echomq_backends() -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(alias, params) of each TASKS entry whose BACKEND is this backend or a subclass.
+
+    An entry whose BACKEND cannot be imported is left to Django's own tasks checks.
+    Classes are compared by dotted path, so that no check imports the backend module
+    (and with it the Tasks framework) when no entry uses it.
+    """
+    tasks = getattr(settings, "TASKS", {})
+    if not isinstance(tasks, Mapping):
+        return
+    for alias, params in tasks.items():
+        if not isinstance(params, Mapping):
+            continue
+        try:
+            backend = import_string(params.get("BACKEND", ""))
+        except ImportError:
+            continue
+        if isinstance(backend, type) and BACKEND_PATH in map(_dotted, backend.__mro__):
+            yield alias, params
+
+
+def _dotted(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _settings_unusable() -> bool:
+    """True when check_settings finds an error that makes a connection attempt meaningless."""
+    return any(m.id in ("echomq.E001", "echomq.E003") for m in check_settings())
+
+
+# ---------------------------------------------------------------------------------------
+# The server (check --deploy, and workers at start-up)
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    id: str
+    message: str
+    hint: str
+
+
+def server_warnings(connector: Connector) -> list[str]:
+    """What about this server can lose jobs: no persistence, an evicting memory policy.
+
+    Never raises: a server that cannot be read gives one warning that says why,
+    so a worker can print it and go on to its own connection handling.
+    """
+    return [f.message for f in server_findings(connector)]
+
+
+def server_findings(connector: Connector) -> list[Finding]:
+    """Each primary's persistence and eviction policy (every primary of a cluster)."""
+    findings: list[Finding] = []
+    for who, client in _primaries(connector):
+        try:
+            findings += _node_findings(who, client)
+        except redis.RedisError as exc:
+            findings.append(
+                Finding(
+                    "echomq.W012",
+                    f"{who}: its configuration could not be read: {exc}",
+                    "Allow INFO to the EchoMQ user, or check persistence and "
+                    "maxmemory-policy on the server by hand.",
+                )
+            )
+    return findings
+
+
+@checks.register(TAG, deploy=True)
+def check_server_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    if _settings_unusable() or check_server():  # unusable settings, or W002 said it all
+        return []
+    return [
+        checks.Warning(f.message, hint=f.hint, id=f.id)
+        for f in server_findings(conf.get_connector())
+    ]
+
+
+def _primaries(connector: Connector) -> list[tuple[str, Any]]:
+    """(who, client) per primary: "The server", or "Node host:port" on a cluster."""
+    client = connector.client
+    if not connector.is_cluster:
+        return [("The server", client)]
+    nodes = client.get_primaries()
+    return [(f"Node {node.name}", client.get_redis_connection(node)) for node in nodes]
+
+
+def _node_findings(who: str, client: Any) -> list[Finding]:
+    findings = []
+    if not int(client.info("persistence").get("aof_enabled", 0)):
+        save = _rdb_schedule(client)
+        if save is None:
+            findings.append(
+                Finding(
+                    "echomq.W010",
+                    f"{who} has AOF off and its RDB schedule cannot be read (CONFIG GET "
+                    "refused): it may persist nothing, and a restart would lose every job.",
+                    "Turn AOF on (appendonly yes, appendfsync everysec), or confirm that "
+                    "your provider persists the data.",
+                )
+            )
+        elif not save.strip():
+            findings.append(
+                Finding(
+                    "echomq.W010",
+                    f"{who} persists nothing (appendonly no, save ''): a restart loses every job.",
+                    "Turn AOF on: appendonly yes, appendfsync everysec.",
+                )
+            )
+    policy = client.info("memory").get("maxmemory_policy", "noeviction")
+    if policy != "noeviction":
+        findings.append(
+            Finding(
+                "echomq.W011",
+                f"{who} has maxmemory-policy {policy}: under memory pressure it may "
+                "evict job rows and queue sets, and jobs vanish.",
+                "Set maxmemory-policy noeviction: a full server then refuses new jobs "
+                "(ServerOutOfMemory) instead of dropping old ones.",
+            )
+        )
+    return findings
+
+
+def _rdb_schedule(client: Any) -> str | None:
+    """The ``save`` setting ('' when RDB snapshots are off), or None when CONFIG is refused."""
+    try:
+        return str(client.config_get("save").get("save", ""))
+    except redis.ResponseError:
+        return None
