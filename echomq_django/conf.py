@@ -8,6 +8,7 @@
         "CLUSTER": False,                    # use redis-py's cluster client
         "QUEUES": ["default"],               # queues the reaper always sweeps
         "MAX_PAYLOAD": 524288,               # bytes; larger payloads are refused at enqueue
+        "METRICS_TOKEN": None,               # bearer token of the Prometheus view (see metrics.py)
     }
 
 The connector is built lazily on first use and rebuilt when the settings change
@@ -38,13 +39,14 @@ class EchoMQSettings:
     cluster: bool = False
     queues: tuple[str, ...] = ("default",)
     max_payload: int = DEFAULT_MAX_PAYLOAD
+    metrics_token: str | None = field(default=None, repr=False)
 
     @property
     def safe_url(self) -> str:
         return mask_url(self.url)
 
 
-KNOWN_KEYS = {"URL", "OPTIONS", "CLUSTER", "QUEUES", "MAX_PAYLOAD"}
+KNOWN_KEYS = {"URL", "OPTIONS", "CLUSTER", "QUEUES", "MAX_PAYLOAD", "METRICS_TOKEN"}
 
 
 def get_settings() -> EchoMQSettings:
@@ -55,6 +57,7 @@ def get_settings() -> EchoMQSettings:
         cluster=bool(raw.get("CLUSTER", False)),
         queues=tuple(raw.get("QUEUES", ("default",))),
         max_payload=int(raw.get("MAX_PAYLOAD", DEFAULT_MAX_PAYLOAD)),
+        metrics_token=raw.get("METRICS_TOKEN") or None,
     )
 
 
