@@ -13,6 +13,8 @@ redis_client    redis.Redis on ``url``, FLUSHALLed before each test (no SCRIPT F
 connector       echomq_django.engine.connector.Connector.from_url(url), on a flushed server
 valkey_cluster  EmbeddedCluster: 3 Valkey masters, cluster_state:ok (session)
 cluster_client  redis.cluster.RedisCluster on valkey_cluster, all nodes flushed per test
+cluster_url     "redis+cluster://127.0.0.1:<port>/0" of the cluster's first node (session)
+cluster_connector  Connector.from_url(cluster_url) on a flushed cluster
 tls_server      tests.servers.TLSServer: mutual TLS, throwaway CA (session)
 acl_rules       the ACL rule string used by acl_server (override it in a subfolder)
 acl_server      tests.servers.ACLServer with a user restricted by ``acl_rules``
@@ -52,7 +54,7 @@ def _timed(name: str, start):
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = getattr(item, "fixturenames", ())
-        if "valkey_cluster" in names or "cluster_client" in names:
+        if {"valkey_cluster", "cluster_client", "cluster_url", "cluster_connector"} & set(names):
             item.add_marker(pytest.mark.cluster)
 
 
@@ -144,6 +146,23 @@ def cluster_client(valkey_cluster):
     )
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def cluster_url(valkey_cluster) -> str:
+    """EchoMQ's cluster URL for the suite's cluster (``redis+cluster://`` first node)."""
+    node = valkey_cluster.nodes[0]
+    return f"redis+cluster://{node.host}:{node.port}/0"
+
+
+@pytest.fixture
+def cluster_connector(cluster_url, cluster_client):
+    """Connector.from_url(cluster_url), on a cluster whose nodes were all flushed."""
+    from echomq_django.engine.connector import Connector
+
+    conn = Connector.from_url(cluster_url)
+    yield conn
+    conn.close()
 
 
 @pytest.fixture(scope="session")

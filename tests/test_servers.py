@@ -215,3 +215,10 @@ def test_make_acl_server_takes_a_rule_string(make_acl_server):
         client.set("emq:{q}:x", "1")
     admin = redis.Redis.from_url(acl.admin_url)
     assert admin.set("anything", "1")
+
+
+def test_cluster_connector_runs_on_the_cluster(cluster_connector, cluster_url):
+    assert cluster_url.startswith("redis+cluster://127.0.0.1:")
+    assert cluster_connector.is_cluster
+    cluster_connector.client.set("emq:{c}:k", "v")
+    assert cluster_connector.client.get("emq:{c}:k") == "v"
