@@ -77,7 +77,8 @@ def translate_error(exc: Exception) -> Exception:
         match = _CODE.search(message)
         if match and match.group(1) in _ERROR_CODES:
             return _ERROR_CODES[match.group(1)](match.group(2))
-        if message.startswith("OOM") or "OOM command not allowed" in message:
+        # redis-py strips the "OOM" prefix and raises OutOfMemoryError (a ResponseError).
+        if isinstance(exc, redis.exceptions.OutOfMemoryError) or message.startswith("OOM"):
             return ServerOutOfMemory(message)
         return ScriptError(message)
     return exc
