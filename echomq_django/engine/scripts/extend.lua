@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- extend: the lease holder renews its lease to now + lease_ms (server clock).
 --
 -- KEYS[1] active  ZSET   KEYS[2] job row  HASH
@@ -5,6 +6,12 @@
 --
 -- Reply: the new deadline (Unix ms). Error: EMQSTALE when the lease was lost;
 -- the worker must then not complete the job over the new holder.
+--
+-- allow-oom (the shebang above): a server at maxmemory with noeviction refuses
+-- a flagless script whose first write may grow memory, and ZADD XX is such a
+-- write, so heartbeats failed under OOM while claim/complete/retry (first write
+-- a ZREM) went on: leases of long jobs expired and the jobs ran twice. Extend
+-- only overwrites a score and a field of the same size: it never grows memory.
 -- @include "common"
 -- @include "moves"
 
