@@ -157,7 +157,7 @@ class Job:
     last_error: str
     result: str | None
     result_ttl_ms: int | None
-    idempotency_key: str
+    idempotency_key: str  # the SHA-256 hex digest of the caller's key ("" without one)
 
     @property
     def token(self) -> int:

@@ -2,7 +2,8 @@
 --
 -- KEYS[1] pending     ZSET   KEYS[2] scheduled  ZSET   KEYS[3] seq      STRING
 -- KEYS[4] metrics     HASH   KEYS[5] wake       ZSET   KEYS[6] job row  HASH
--- KEYS[7] idempotency STRING (optional: present only when the job has a key)
+-- KEYS[7] idempotency STRING (optional: present only when the job has a key;
+--                            the row keeps its digest, the part after ':idem:')
 --
 -- ARGV[1] job id      ARGV[2] payload (opaque string)   ARGV[3] task path
 -- ARGV[4] priority (-100..100)   ARGV[5] max_attempts   ARGV[6] lease_ms (0 = worker default)
@@ -17,6 +18,7 @@
 -- @include "moves"
 
 local id, jk, idem = ARGV[1], KEYS[6], KEYS[7]
+local digest = idem and string.match(idem, ':idem:(%x+)$') or ''
 
 if redis.call('EXISTS', jk) == 1 then
   return redis.error_reply('EMQEXISTS job ' .. id .. ' exists already')
@@ -38,7 +40,7 @@ redis.call('HSET', jk,
   'id', id, 'payload', ARGV[2], 'task', ARGV[3], 'priority', ARGV[4],
   'attempts', 0, 'refunds', 0, 'max_attempts', ARGV[5], 'lease_ms', ARGV[6],
   'enqueued_at', fmt(now_us), 'run_after', ARGV[8],
-  'result_ttl_ms', ARGV[9], 'dead_ttl_ms', ARGV[10], 'idem', idem or '')
+  'result_ttl_ms', ARGV[9], 'dead_ttl_ms', ARGV[10], 'idem', digest)
 if due > now_ms then
   state = 'scheduled'
   redis.call('ZADD', KEYS[2], fmt(due), id)

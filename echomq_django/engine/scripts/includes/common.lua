@@ -50,10 +50,15 @@ local function append_error(jk, error_json, summary)
 end
 
 -- An idempotency key is held only while its job is pending, scheduled or active.
+-- The row keeps the key's digest, never a key name: the key is rebuilt from
+-- `base`, so a script touches only keys of its own queue (declared keys).
 local function release_idempotency(jk, id)
-  local idem = redis.call('HGET', jk, 'idem')
-  if idem and idem ~= '' and redis.call('GET', idem) == id then
-    redis.call('DEL', idem)
+  local digest = redis.call('HGET', jk, 'idem')
+  if digest and digest ~= '' then
+    local idem = base .. 'idem:' .. digest
+    if redis.call('GET', idem) == id then
+      redis.call('DEL', idem)
+    end
   end
 end
 
