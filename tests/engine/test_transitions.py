@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 
@@ -77,6 +78,8 @@ def test_idempotency_key_is_held_while_live_and_released_when_finished(jobs):
     first = jobs.enqueue(QUEUE, new(idempotency_key="order-7"))
     again = jobs.enqueue(QUEUE, new(idempotency_key="order-7"))
     assert (again.id, again.state, again.created) == (first.id, "pending", False)
+    digest = hashlib.sha256(b"order-7").hexdigest()
+    assert jobs.get(QUEUE, first.id).idempotency_key == digest  # a digest, not a key name
     c = claim_one(jobs)
     assert jobs.enqueue(QUEUE, new(idempotency_key="order-7")).id == first.id  # active
     jobs.complete(QUEUE, c.id, c.token)

@@ -1,0 +1,182 @@
+"""Static proofs over the Lua sources (no server needed).
+
+Invariant 5, declared keys: every key a script reads or writes is one of its KEYS,
+or is built from ``base`` (the queue prefix matched out of KEYS[1], so it carries
+the queue's hash tag). The check follows each key expression back through local
+assignments and helper-function parameters to its origin; a key name read out of
+a row, an ARGV or a global fails it. (The runtime proof on a real cluster lives
+with the cluster tests.)
+
+Validate before writing: Redis does not roll back a script's writes when the
+script fails halfway, so every refusal (``error_reply``) must come before the
+script's first write.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from echomq_django.engine import script
+
+SCRIPTS = script.all_scripts()
+IDS = [s.name for s in SCRIPTS]
+
+_CALL = re.compile(r"redis\.p?call\(\s*'([A-Z]+)'\s*([,)])")
+_NO_KEY = {"TIME"}
+_READS = {"GET", "HGET", "HMGET", "HGETALL", "EXISTS", "ZRANGE", "ZRANGEBYSCORE", "ZCOUNT",
+          "ZCARD", "ZSCORE", "TIME", "TYPE"}  # fmt: skip
+_IDENT = r"[A-Za-z_]\w*"
+_ASSIGN = re.compile(rf"^\s*(?:local\s+)?({_IDENT}(?:\s*,\s*{_IDENT})*)\s*=(?!=)\s*(.+)$", re.M)
+_FUNCTION = re.compile(rf"function\s+({_IDENT})\s*\(([^)]*)\)")
+
+
+def split_args(text: str, open_paren: int) -> tuple[list[str], int]:
+    """The top-level comma-separated arguments of the call whose '(' is at ``open_paren``."""
+    args, depth, quote, current = [], 0, "", []
+    for i in range(open_paren + 1, len(text)):
+        ch = text[i]
+        if quote:
+            quote = "" if ch == quote and text[i - 1] != "\\" else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}" and depth:
+            depth -= 1
+        elif ch == ")":
+            args.append("".join(current).strip())
+            return [a for a in args if a], i
+        elif ch == "," and depth == 0:
+            args.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    raise ValueError(f"unbalanced call at {text[open_paren : open_paren + 60]!r}")
+
+
+def split_values(text: str) -> list[str]:
+    return split_args(f"({text})", 0)[0]
+
+
+def bindings(body: str, name: str) -> tuple[list[str], bool]:
+    """Every expression ``name`` can hold, and whether ``name`` is bound at all.
+
+    Scope-blind on purpose (conservative): all assignments to the name anywhere,
+    and for a function parameter the matching argument of every call site.
+    """
+    exprs, bound = [], False
+    for m in _ASSIGN.finditer(body):
+        names = [n.strip() for n in m.group(1).split(",")]
+        if name in names:
+            bound = True
+            values = split_values(m.group(2))
+            exprs.append(values[names.index(name)] if names.index(name) < len(values) else "nil")
+    for m in _FUNCTION.finditer(body):
+        params = [p.strip() for p in m.group(2).split(",")]
+        if name not in params:
+            continue
+        bound = True
+        for call in re.finditer(rf"(?<![\w.]){m.group(1)}\(", body):
+            if body[call.start() - 9 : call.start()].endswith("function "):
+                continue
+            args, _ = split_args(body, call.end() - 1)
+            exprs.append(args[params.index(name)])
+    return exprs, bound
+
+
+def key_origin_ok(body: str, expr: str, seen: frozenset[str] = frozenset()) -> bool:
+    """True when ``expr`` can only name a declared key or a key built from ``base``."""
+    expr = expr.strip()
+    if re.fullmatch(r"KEYS\[\w+\]", expr) or re.match(r"(row_key\(|base\s*\.\.)", expr):
+        return True
+    if not re.fullmatch(_IDENT, expr):
+        return False
+    if expr in seen:
+        return True
+    exprs, bound = bindings(body, expr)
+    return bound and all(key_origin_ok(body, e, seen | {expr}) for e in exprs)
+
+
+def key_expressions(body: str) -> list[tuple[str, str]]:
+    found = []
+    for m in _CALL.finditer(body):
+        if m.group(1) in _NO_KEY:
+            continue
+        args, _ = split_args(body, body.index("(", m.start()))
+        found.append((m.group(1), args[1]))
+    return found
+
+
+def test_base_and_row_keys_carry_the_queue_prefix():
+    common = (script.SCRIPTS_DIR / "includes" / "common.lua").read_text()
+    assert "local base = string.match(KEYS[1], '^(.*:)[a-z]+$')" in common
+    assert re.search(r"function row_key\(id\)\s+return base \.\. 'job:' \.\. id\s+end", common)
+
+
+@pytest.mark.parametrize("s", SCRIPTS, ids=IDS)
+def test_every_key_a_script_touches_is_declared_or_built_from_base(s):
+    calls = key_expressions(s.body)
+    assert calls, "a script that touches no key?"
+    bad = [(cmd, expr) for cmd, expr in calls if not key_origin_ok(s.body, expr)]
+    assert bad == [], f"{s.name}: keys of undeclared origin: {bad}"
+
+
+@pytest.mark.parametrize("s", SCRIPTS, ids=IDS)
+def test_keys_used_are_the_ones_the_header_declares(s):
+    declared = {int(n) for n in re.findall(r"KEYS\[(\d+)\]\s+\S", s.body.split("-- @include")[0])}
+    used = {int(n) for n in re.findall(r"KEYS\[(\d+)\]", s.body)}
+    assert declared and used <= declared, (
+        f"{s.name} uses KEYS {sorted(used - declared)} undocumented"
+    )
+
+
+def test_the_checker_refuses_keys_of_undeclared_origin():
+    """The check can fail: a key read from a row, from ARGV or a global is refused."""
+    body = (
+        "local base = string.match(KEYS[1], '^(.*:)[a-z]+$')\n"
+        "local function drop(k) redis.call('DEL', k) end\n"
+        "local other = redis.call('HGET', KEYS[2], 'ref')\n"
+        "drop(KEYS[1])\ndrop(other)\n"
+        "redis.call('SET', ARGV[1], 1)\nredis.call('GET', somewhere)\n"
+        "redis.call('ZADD', base .. 'x', 1, 'a')\n"
+    )
+    verdicts = {expr: key_origin_ok(body, expr) for _, expr in key_expressions(body)}
+    assert verdicts == {"k": False, "KEYS[2]": True, "ARGV[1]": False, "somewhere": False,
+                        "base .. 'x'": True}  # fmt: skip
+
+
+def _writing_functions(body: str) -> set[str]:
+    """Helper functions whose bodies write (directly or through another writer)."""
+    spans = {}
+    for m in _FUNCTION.finditer(body):
+        end = re.compile(r"^end$", re.M).search(body, m.end())
+        spans[m.group(1)] = body[m.end() : end.start() if end else len(body)]
+    writers: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, text in spans.items():
+            direct = any(c not in _READS for c, _ in _CALL.findall(text))
+            nested = any(re.search(rf"(?<![\w.]){w}\(", text) for w in writers)
+            if name not in writers and (direct or nested):
+                writers.add(name)
+                changed = True
+    return writers
+
+
+@pytest.mark.parametrize("s", SCRIPTS, ids=IDS)
+def test_every_refusal_comes_before_the_first_write(s):
+    writers = _writing_functions(s.body)
+    own = script.SCRIPTS_DIR.joinpath(f"{s.name}.lua").read_text()  # the transition's own text
+    first_write = len(own)
+    for m in _CALL.finditer(own):
+        if m.group(1) not in _READS:
+            first_write = min(first_write, m.start())
+    for w in writers:
+        for m in re.finditer(rf"(?<![\w.]){w}\(", own):
+            first_write = min(first_write, m.start())
+    refusals = [m.start() for m in re.finditer(r"error_reply|\bfence\(", own)]
+    late = [own[r : own.index("\n", r)] for r in refusals if r > first_write]
+    assert late == [], f"{s.name} refuses after it has written: {late}"
