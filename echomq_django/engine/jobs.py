@@ -67,6 +67,16 @@ def _one_line(value: object, name: str, limit: int) -> str:
     return value
 
 
+def _utf8(value: str, name: str) -> bytes:
+    """``value`` as the bytes the server will hold; a lone surrogate is bad input, not a crash."""
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidJobOptions(
+            f"{name} is not valid Unicode text: lone surrogate at position {exc.start}"
+        ) from None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewJob:
     """What enqueue stores. ``payload`` is opaque to the engine (the Django layer's JSON)."""
@@ -87,7 +97,7 @@ class NewJob:
         """Raise a typed error for any bad field; nothing has been sent yet."""
         if not isinstance(self.payload, str):
             raise InvalidJobOptions(f"payload must be a str, not {type(self.payload).__name__}")
-        size = len(self.payload.encode("utf-8", "surrogatepass"))
+        size = len(_utf8(self.payload, "payload"))
         if size > max_payload:
             raise PayloadTooLarge(f"payload is {size} bytes, over the limit of {max_payload}")
         validate_job_id(self.id)
@@ -101,10 +111,12 @@ class NewJob:
         _int(self.dead_ttl_ms, 0, 2**40, "dead_ttl_ms")
         if not isinstance(self.run_after, str) or len(self.run_after) > 100:
             raise InvalidJobOptions("run_after must be a string of at most 100 characters")
-        if self.idempotency_key is not None and (
-            not isinstance(self.idempotency_key, str) or not 0 < len(self.idempotency_key) <= 1000
-        ):
-            raise InvalidJobOptions("idempotency_key must be a non-empty string (≤ 1000 chars)")
+        _utf8(self.run_after, "run_after")
+        if self.idempotency_key is not None:
+            key = self.idempotency_key
+            if not isinstance(key, str) or not 0 < len(key) <= 1000:
+                raise InvalidJobOptions("idempotency_key must be a non-empty string (≤ 1000 chars)")
+            _utf8(key, "idempotency_key")
         return self
 
 
