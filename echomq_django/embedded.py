@@ -149,6 +149,20 @@ def server_product(binary: str) -> str:
     return _binary_info(binary)[0]
 
 
+def _conf_quote(value: str) -> str:
+    """Quote a value for a server config file (sdssplitargs rules)."""
+    out = ['"']
+    for ch in value:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.extend(f"\\x{b:02x}" for b in ch.encode())
+    out.append('"')
+    return "".join(out)
+
+
 def _supports_debug_command_flag(binary: str) -> bool:
     product, version = _binary_info(binary)
     return product == "valkey" or int(version.split(".")[0]) >= 7
@@ -328,7 +342,6 @@ class EmbeddedServer:
         self.appendonly = appendonly
         self.password = password
         self.extra_args = list(extra_args)
-        self._want_unixsocket = unixsocket
         self._fixed_port = port is not None
         self._port: int | None = port
         self._cluster_bus = any(
@@ -400,8 +413,15 @@ class EmbeddedServer:
     # -- lifecycle -------------------------------------------------------------------
 
     def _argv(self) -> list[str]:
-        argv = [
-            self.binary,
+        argv = [self.binary]
+        if self.password is not None:
+            # In a 0600 config file rather than on the command line, where ps shows it.
+            conf = self._dir / "server.conf"
+            conf.touch(mode=0o600)
+            conf.chmod(0o600)
+            conf.write_text(f"requirepass {_conf_quote(self.password)}\n")
+            argv.append(str(conf))
+        argv += [
             "--port", str(self.port),
             "--bind", self.host,
             "--dir", str(self._dir),
@@ -412,8 +432,6 @@ class EmbeddedServer:
         ]  # fmt: skip
         if self.appendonly:
             argv += ["--appendfsync", "everysec"]
-        if self.password is not None:
-            argv += ["--requirepass", self.password]
         if self._unix_socket_path is not None:
             argv += ["--unixsocket", str(self._unix_socket_path), "--unixsocketperm", "700"]
         if _supports_debug_command_flag(self.binary):
