@@ -1,0 +1,130 @@
+"""The worker registry: who is working, on what, seen when.
+
+It lives outside every queue's slot (``emq:workers`` and ``emq:worker:<id>``), so
+it is written with plain commands and never inside a transition script: the
+scripts stay single-slot. Each worker's HASH carries a TTL that its heartbeat
+renews, so a worker killed with SIGKILL disappears on its own; the ``emq:workers``
+ZSET is only an index, and ids whose HASH has expired are dropped when read.
+
+The registry is for people (the admin, the CLI). Correctness never depends on it:
+leases and the reaper decide who holds a job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .connector import Connector, translate_error
+from .keyspace import WORKERS_KEY, validate_worker_id, worker_key
+
+logger = logging.getLogger("echomq.registry")
+
+DEFAULT_TTL_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    running: list[str]  # ids of the jobs this worker holds
+    started_at: float  # Unix seconds
+    last_seen: float  # Unix seconds (the worker's clock at its last heartbeat)
+
+    def to_fields(self) -> dict[str, str]:
+        return {
+            "host": self.host,
+            "pid": str(self.pid),
+            "queues": json.dumps(self.queues),
+            "concurrency": str(self.concurrency),
+            "running": json.dumps(self.running),
+            "started_at": repr(self.started_at),
+            "last_seen": repr(self.last_seen),
+        }
+
+    @classmethod
+    def from_fields(cls, worker_id: str, fields: dict[str, str]) -> WorkerInfo:
+        """Read a HASH written by ``to_fields``; ``ValueError`` if it cannot be one."""
+        try:
+            queues = json.loads(fields["queues"])
+            running = json.loads(fields["running"])
+            if not isinstance(queues, list) or not isinstance(running, list):
+                raise ValueError("queues and running must be JSON arrays")
+            return cls(
+                id=worker_id,
+                host=fields["host"],
+                pid=int(fields["pid"]),
+                queues=[str(q) for q in queues],
+                concurrency=int(fields["concurrency"]),
+                running=[str(j) for j in running],
+                started_at=float(fields["started_at"]),
+                last_seen=float(fields["last_seen"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"worker entry {worker_id!r} is incomplete: {exc}") from None
+
+
+def heartbeat(connector: Connector, info: WorkerInfo, ttl_s: float = DEFAULT_TTL_S) -> None:
+    """Write ``info`` and give it ``ttl_s`` seconds to live (one pipelined round trip)."""
+    key = worker_key(info.id)
+    pipe = connector.client.pipeline(transaction=False)
+    pipe.hset(key, mapping=info.to_fields())
+    pipe.pexpire(key, max(1, int(ttl_s * 1000)))
+    pipe.zadd(WORKERS_KEY, {info.id: int(info.last_seen * 1000)})
+    try:
+        pipe.execute()
+    except Exception as exc:
+        raise translate_error(exc) from exc
+
+
+def remove(connector: Connector, worker_id: str) -> None:
+    """Forget a worker at once (a clean shutdown; a dead one expires by itself)."""
+    pipe = connector.client.pipeline(transaction=False)
+    pipe.delete(worker_key(worker_id))
+    pipe.zrem(WORKERS_KEY, worker_id)
+    try:
+        pipe.execute()
+    except Exception as exc:
+        raise translate_error(exc) from exc
+
+
+def list_workers(connector: Connector) -> list[WorkerInfo]:
+    """The live workers, by id. Index entries whose HASH expired are pruned."""
+    client = connector.client
+    try:
+        ids: Sequence[str] = client.zrange(WORKERS_KEY, 0, -1)
+        valid = [i for i in ids if _is_worker_id(i)]
+        pipe = client.pipeline(transaction=False)
+        for worker_id in valid:
+            pipe.hgetall(worker_key(worker_id))
+        rows = pipe.execute() if valid else []
+    except Exception as exc:
+        raise translate_error(exc) from exc
+    workers, gone = [], [i for i in ids if not _is_worker_id(i)]
+    for worker_id, fields in zip(valid, rows):
+        if not fields:
+            gone.append(worker_id)
+            continue
+        try:
+            workers.append(WorkerInfo.from_fields(worker_id, fields))
+        except ValueError as exc:
+            logger.warning("skipping an unreadable worker entry: %s", exc)
+    if gone:
+        try:
+            client.zrem(WORKERS_KEY, *gone)
+        except Exception as exc:  # pruning is housekeeping: a read must not fail on it
+            logger.debug("could not prune expired workers: %s", exc)
+    return sorted(workers, key=lambda w: w.id)
+
+
+def _is_worker_id(value: str) -> bool:
+    try:
+        validate_worker_id(value)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,733 @@
+"""The engine worker: claims jobs, runs a handler on them, and keeps its leases alive.
+
+Three kinds of thread, each for a reason:
+
+* the **fetcher** claims batches (one script call leases many jobs) and, when no
+  queue has work, blocks on the server (BZPOPMIN on the queues' wake keys, on its
+  own connection) until an enqueue wakes it or the next scheduled job is due. It
+  never polls in a sleep loop.
+* ``concurrency`` **executors** run the handler. Completions of short jobs are
+  pipelined (``Jobs.complete_many``): whoever finishes a job when no other job is
+  waiting locally flushes the batch, so slow jobs report at once and fast ones
+  share a round trip.
+* the **heartbeat** renews every held lease (``Jobs.extend_many``, token-fenced)
+  at a third of its length, refreshes the worker registry, and watches the
+  fetcher's blocking read. It is its own thread so a busy task cannot starve it.
+
+A lease the heartbeat finds lost (``StaleToken``: reaped, then claimed by someone
+else) is logged as such, apart from task failures, and its outcome is discarded:
+the worker never completes a job over its new holder; the fence would refuse it
+anyway.
+
+Stopping (``stop()``, e.g. on SIGTERM): claim nothing more, give back jobs that
+have not started, let running jobs finish within ``grace_s``, release the rest
+(``Jobs.release``: not counted as an attempt) and return.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue as queue_module
+import secrets
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from .errors import ServerUnavailable, StaleToken
+from .jobs import DEFAULT_LEASE_MS, Claimed, Jobs
+from .keyspace import QueueKeys, validate_worker_id
+from .registry import WorkerInfo
+from .registry import heartbeat as registry_heartbeat
+from .registry import remove as registry_remove
+from .retry_policy import RetryPolicy
+
+logger = logging.getLogger("echomq.worker")
+
+FLUSH_MAX = 200  # completions per pipelined flush
+FLUSH_AGE_S = 0.02  # a finished job waits at most this long for others to share its flush
+READ_AHEAD_BUDGET_MS = 50.0  # how long a read-ahead job may wait locally, on average
+MAX_READ_AHEAD = 500
+MAX_BACKOFF_S = 5.0  # reconnect backoff ceiling
+DEFAULT_RETRY_POLICY = RetryPolicy()
+BLOCK_SLACK_S = 2.0  # socket_timeout = block timeout + this: a hung read cannot wedge us
+
+
+@dataclass(frozen=True, slots=True)
+class Success:
+    result: str = "null"  # opaque string stored as the row's result (the Django layer's JSON)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    error: str  # ONE JSON object {"exception_class_path": ..., "traceback": ...}
+    summary: str  # one line, e.g. "ValueError: boom"
+    retry: bool = True  # False: dead-letter now (unknown task, corrupt payload, non-retryable)
+    backoff_ms: int | None = None  # None: the worker's RetryPolicy
+
+
+Outcome = Success | Failure
+Handler = Callable[[Claimed], Outcome]
+
+
+def error_json(class_path: str, text: str) -> str:
+    """One error object as the row's ``errors`` array keeps it."""
+    return json.dumps({"exception_class_path": class_path, "traceback": text})
+
+
+def failure_from_exception(exc: BaseException, *, retry: bool = True) -> Failure:
+    """A Failure carrying the exception's class path and its traceback."""
+    cls = type(exc)
+    text = "".join(traceback.format_exception(exc))
+    summary = f"{cls.__name__}: {exc}".splitlines()[0] if str(exc) else cls.__name__
+    return Failure(error_json(f"{cls.__module__}.{cls.__qualname__}", text), summary, retry)
+
+
+@dataclass
+class WorkerStats:
+    """Counters of one run. ``stale`` and ``lost`` are never task failures."""
+
+    claimed: int = 0
+    completed: int = 0
+    retried: int = 0
+    dead: int = 0
+    stale: int = 0  # completes/retries the fence refused: the lease was lost meanwhile
+    lost: int = 0  # leases the heartbeat found lost; their outcome was discarded
+    released: int = 0  # given back at shutdown (not counted as attempts)
+
+
+@dataclass(eq=False, slots=True)
+class _Lease:
+    """A job this worker holds, from claim until its outcome is stored."""
+
+    claimed: Claimed
+    lease_ms: int
+    renewed_at: float  # monotonic time just before the call that set the current deadline
+    started: float = 0.0
+    finishing: bool = False  # the outcome is on its way: a refused extend means nothing
+    lost: str = ""  # why the heartbeat found the lease lost
+    released: bool = False
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.claimed.queue, self.claimed.id
+
+    @property
+    def task(self) -> str:
+        return self.claimed.job.task if self.claimed.job else "?"
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class Worker:
+    """Leased processing of ``queues`` (the first has precedence) with ``handler``."""
+
+    def __init__(
+        self,
+        jobs: Jobs,
+        queues: Sequence[str],
+        handler: Handler,
+        *,
+        concurrency: int = 1,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        name: str | None = None,
+        burst: bool = False,
+        max_jobs: int | None = None,
+        grace_s: float = 30.0,
+        retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        idle_block_s: float = 5.0,
+        registry_interval_s: float = 5.0,
+    ) -> None:
+        if not queues:
+            raise ValueError("a worker needs at least one queue")
+        self.queues = [QueueKeys.of(q).queue for q in dict.fromkeys(queues)]
+        self.id = validate_worker_id(name or default_worker_id())
+        _check_positive("concurrency", concurrency)
+        _check_positive("lease_ms", lease_ms)
+        if max_jobs is not None:
+            _check_positive("max_jobs", max_jobs)
+        if grace_s < 0 or idle_block_s <= 0 or registry_interval_s <= 0:
+            raise ValueError("grace_s must be >= 0, idle_block_s and registry_interval_s > 0")
+        self.jobs = jobs
+        self.handler = handler
+        self.concurrency = concurrency
+        self.lease_ms = lease_ms
+        self.burst = burst
+        self.max_jobs = max_jobs
+        self.grace_s = grace_s
+        self.retry_policy = retry_policy
+        self.idle_block_s = idle_block_s
+        self.registry_interval_s = registry_interval_s
+        self.stats = WorkerStats()
+        self.started_at = time.time()
+
+        self._lock = threading.Lock()  # guards _held, stats, _outbox
+        self._room = threading.Condition(self._lock)  # notified when a held job is let go
+        self._held: dict[tuple[str, str], _Lease] = {}
+        self._ready: queue_module.SimpleQueue[_Lease | None] = queue_module.SimpleQueue()
+        self._outbox: list[tuple[_Lease, str]] = []
+        self._outbox_since = 0.0
+        self._avg_ms: float | None = None  # moving average of handler durations
+        self._stopping = threading.Event()
+        self._stop_time = 0.0
+        self._abandoned = threading.Event()  # grace is over: stop retrying server calls
+        self._beat_wake = threading.Event()
+        self._beat_done = threading.Event()
+        self._down_since: float | None = None  # the server outage being ridden out
+        self._blocker: redis.Redis | None = None
+        self._blocking_since: float | None = None
+
+    # -- public -----------------------------------------------------------------------
+
+    def run(self) -> WorkerStats:
+        """Process jobs until stopped (or, with burst / max_jobs, until done). Returns stats."""
+        executors = [
+            threading.Thread(target=self._execute_loop, name=f"echomq-exec-{i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
+        beat = threading.Thread(target=self._heartbeat_loop, name="echomq-heartbeat", daemon=True)
+        fetcher = threading.Thread(target=self._fetch_loop, name="echomq-fetcher", daemon=True)
+        for thread in (*executors, beat, fetcher):
+            thread.start()
+        while fetcher.is_alive():  # join with a timeout: the main thread stays signal-responsive
+            fetcher.join(0.2)
+        self._release_waiting()
+        if not self._drain():
+            self._abandoned.set()
+            self._release_running()
+        for _ in executors:
+            self._ready.put(None)
+        self._flush()
+        self._beat_done.set()
+        self._beat_wake.set()
+        beat.join(5)
+        self._unregister()
+        self._close_blocker()
+        logger.info("worker %s stopped: %s", self.id, self.stats)
+        return self.stats
+
+    def stop(self) -> None:
+        """Stop claiming; running jobs get ``grace_s`` to finish. Safe from a signal handler."""
+        if self._stopping.is_set():
+            return
+        self._stop_time = time.monotonic()
+        self._stopping.set()
+        self._interrupt_block()
+
+    @property
+    def running(self) -> list[str]:
+        with self._lock:
+            return [lease.claimed.id for lease in self._held.values()]
+
+    # -- fetcher ----------------------------------------------------------------------
+
+    def _fetch_loop(self) -> None:
+        try:
+            while self._wait_for_room():
+                empty_before = self._held_count() == 0
+                try:
+                    claimed, wait_ms = self._claim_round()
+                except ServerUnavailable as exc:
+                    self._server_down("claim", exc)
+                    continue
+                self._server_up()
+                if claimed:
+                    continue
+                if self.burst and empty_before:
+                    logger.info("burst: the queues are empty and nothing is running")
+                    return
+                if not self.burst:
+                    self._block(wait_ms)
+                else:  # burst with jobs still running: they may retry into pending
+                    self._wait_for_change()
+        except BaseException:
+            logger.exception("the fetcher failed; stopping the worker")
+            self.stop()
+
+    def _wait_for_room(self) -> bool:
+        """Wait until a batch is worth claiming. False: stop claiming for good."""
+        with self._room:
+            while True:
+                if self._stopping.is_set() or self._quota() == 0:
+                    return False
+                free = self._target() - len(self._held)
+                if free > 0 and (free * 2 >= self._target() or self._ready.empty()):
+                    return True
+                self._room.wait(0.5)
+
+    def _wait_for_change(self) -> None:
+        with self._room:
+            self._room.wait(0.05)
+
+    def _claim_round(self) -> tuple[int, int | None]:
+        """Claim from the queues in order until the batch is full.
+
+        Returns how many jobs were claimed, and the milliseconds (server clock)
+        until the earliest scheduled job of the queues is due, if any.
+        """
+        with self._lock:
+            want = min(self._target() - len(self._held), self._quota())
+        got, wait_ms = 0, None
+        for name in self.queues:
+            if got >= want:
+                break
+            sent = time.monotonic()
+            claim = self.jobs.claim(name, self.id, count=want - got, lease_ms=self.lease_ms)
+            if claim.next_due_ms is not None:
+                delta = claim.next_due_ms - claim.now_ms
+                wait_ms = delta if wait_ms is None else min(wait_ms, delta)
+            if claim.jobs:
+                got += len(claim.jobs)
+                self._hold(claim.jobs, sent)
+        return got, wait_ms
+
+    def _hold(self, claimed: list[Claimed], sent: float) -> None:
+        leases = [
+            _Lease(c, (c.job.lease_ms if c.job and c.job.lease_ms > 0 else self.lease_ms), sent)
+            for c in claimed
+        ]
+        with self._lock:
+            for lease in leases:
+                self._held[lease.key] = lease
+            self.stats.claimed += len(leases)
+        for lease in leases:
+            self._ready.put(lease)
+        self._beat_wake.set()  # a shorter lease may need an earlier renewal
+
+    def _target(self) -> int:
+        """Jobs to hold at once: one per thread, plus read-ahead while jobs are short."""
+        if self._avg_ms is None:
+            return self.concurrency
+        extra = int(self.concurrency * READ_AHEAD_BUDGET_MS / max(self._avg_ms, 0.01))
+        return self.concurrency + min(extra, MAX_READ_AHEAD)
+
+    def _quota(self) -> int:
+        """Jobs still allowed by max_jobs (a large number when there is no limit)."""
+        if self.max_jobs is None:
+            return 1 << 30
+        return max(0, self.max_jobs - self.stats.claimed)
+
+    def _held_count(self) -> int:
+        with self._lock:
+            return len(self._held)
+
+    def _block(self, wait_ms: int | None) -> None:
+        """Wait on the server until a queue is woken or the next scheduled job is due."""
+        timeout = self.idle_block_s
+        if wait_ms is not None:
+            timeout = min(timeout, max(wait_ms, 1) / 1000)
+        try:
+            blocker = self._blocking_client()
+            self._blocking_since = time.monotonic()
+            blocker.bzpopmin(self._wake_keys(), timeout)
+        except redis.RedisError as exc:
+            if not self._stopping.is_set():
+                # Down, failed over, or refused (e.g. an ACL without BZPOPMIN): wait
+                # out the timeout instead, so a broken blocking read never spins.
+                logger.debug("blocking wait failed (%s); waiting %.2fs instead", exc, timeout)
+                self._close_blocker()
+                self._stopping.wait(timeout)
+        finally:
+            self._blocking_since = None
+
+    def _wake_keys(self) -> list[str]:
+        keys = [QueueKeys.of(q).wake for q in self.queues]
+        if self.jobs.connector.is_cluster:
+            # One blocking call cannot span slots: wait on the first queue only; the
+            # others are claimed on every round (within idle_block_s when idle).
+            return keys[:1]
+        return keys
+
+    def _blocking_client(self) -> redis.Redis:
+        """A client of our own for blocking reads, whose socket times out after the block."""
+        if self._blocker is None:
+            self._blocker = blocking_client(
+                self.jobs.connector.client,
+                self._wake_keys()[0],
+                socket_timeout=self.idle_block_s + BLOCK_SLACK_S,
+            )
+        return self._blocker
+
+    def _interrupt_block(self) -> None:
+        blocker = self._blocker
+        if blocker is not None:
+            blocker.connection_pool.disconnect()
+
+    def _close_blocker(self) -> None:
+        blocker, self._blocker = self._blocker, None
+        if blocker is not None:
+            blocker.close()
+
+    # -- executors --------------------------------------------------------------------
+
+    def _execute_loop(self) -> None:
+        while True:
+            try:
+                lease = self._ready.get_nowait()
+            except queue_module.Empty:
+                self._flush()  # about to wait: nothing may sit in the outbox meanwhile
+                lease = self._ready.get()
+            if lease is None:
+                return
+            if self._stopping.is_set():
+                self._release(lease)
+                continue
+            try:
+                self._process(lease)
+            except BaseException:  # never lose an executor thread
+                logger.exception("job %s: the worker failed while finishing it", lease.claimed.id)
+                self._forget(lease)
+
+    def _process(self, lease: _Lease) -> None:
+        lease.started = time.monotonic()
+        outcome = self._call_handler(lease.claimed)
+        elapsed_ms = (time.monotonic() - lease.started) * 1000
+        self._avg_ms = elapsed_ms if self._avg_ms is None else 0.8 * self._avg_ms + 0.2 * elapsed_ms
+        if lease.lost or lease.released:
+            self._discard(lease)
+        elif isinstance(outcome, Success):
+            self._complete_later(lease, outcome.result)
+        else:
+            self._fail(lease, outcome)
+
+    def _call_handler(self, claimed: Claimed) -> Outcome:
+        """The handler's outcome; a handler bug becomes a Failure, never a dead worker."""
+        if claimed.job is None:
+            why = f"CorruptRow: {claimed.corrupt}"
+            return Failure(error_json("echomq_django.engine.errors.CorruptRow", why), why, False)
+        try:
+            outcome = self.handler(claimed)
+        except BaseException as exc:
+            return failure_from_exception(exc)
+        if isinstance(outcome, Success) and isinstance(outcome.result, str):
+            return outcome
+        if isinstance(outcome, Failure):
+            return outcome
+        return failure_from_exception(
+            TypeError(f"the handler returned {outcome!r}, not Success(str) or Failure")
+        )
+
+    def _complete_later(self, lease: _Lease, result: str) -> None:
+        """Queue the completion; flush when nothing else is waiting locally, or the batch is due."""
+        lease.finishing = True
+        now = time.monotonic()
+        with self._lock:
+            if not self._outbox:
+                self._outbox_since = now
+            self._outbox.append((lease, result))
+            due = len(self._outbox) >= FLUSH_MAX or now - self._outbox_since >= FLUSH_AGE_S
+        if due or self._ready.empty():
+            self._flush()
+
+    def _flush(self) -> None:
+        """Send the queued completions in one pipeline."""
+        with self._lock:
+            batch, self._outbox = self._outbox, []
+        if not batch:
+            return
+        items = [(le.claimed.queue, le.claimed.id, le.claimed.token, res) for le, res in batch]
+        try:
+            replies = self._call_server("complete", lambda: self.jobs.complete_many(items))
+        except ServerUnavailable:
+            for lease, _ in batch:  # shutdown gave up: the reaper returns them after the lease
+                self._forget(lease)
+            return
+        for (lease, _), reply in zip(batch, replies):
+            if isinstance(reply, StaleToken):
+                self._count("stale")
+                self._log_job(lease, f"finished but its lease was lost ({reply}); not completed")
+            elif isinstance(reply, Exception):
+                self._log_job(lease, f"could not be completed: {reply!r}", logging.ERROR)
+            else:
+                self._count("completed")
+                self._log_job(lease, "completed", logging.INFO)
+            self._forget(lease)
+
+    def _fail(self, lease: _Lease, failure: Failure) -> None:
+        lease.finishing = True
+        claimed = lease.claimed
+        used = claimed.token - (claimed.job.refunds if claimed.job else 0)
+        backoff = failure.backoff_ms
+        if backoff is None:
+            backoff = self.retry_policy.backoff_ms(used)
+        try:
+            outcome = self._call_server(
+                "retry",
+                lambda: self.jobs.retry(
+                    claimed.queue,
+                    claimed.id,
+                    claimed.token,
+                    error=_as_error_object(failure.error, failure.summary),
+                    summary=failure.summary,
+                    backoff_ms=backoff,
+                    give_up=not failure.retry,
+                ),
+            )
+        except StaleToken as exc:
+            self._count("stale")
+            self._log_job(lease, f"failed ({failure.summary}) but its lease was lost ({exc})")
+        except ServerUnavailable:
+            pass  # shutdown gave up: the reaper returns it after the lease
+        else:
+            if outcome.state == "dead":
+                self._count("dead")
+                self._log_job(lease, f"failed ({failure.summary}); dead after {used} attempt(s)")
+            else:
+                self._count("retried")
+                wait = f"retry in {backoff} ms" if outcome.state == "scheduled" else "retry now"
+                self._log_job(lease, f"failed ({failure.summary}); {wait}")
+        self._forget(lease)
+
+    def _discard(self, lease: _Lease) -> None:
+        if lease.lost:
+            self._log_job(lease, f"finished after its lease was lost ({lease.lost}); discarded")
+        else:
+            self._log_job(lease, "finished after it was released at shutdown; discarded")
+        self._forget(lease)
+
+    def _forget(self, lease: _Lease) -> None:
+        with self._room:
+            if self._held.pop(lease.key, None) is not None:
+                self._room.notify_all()
+
+    def _log_job(self, lease: _Lease, what: str, level: int = logging.WARNING) -> None:
+        if logger.isEnabledFor(level):
+            ms = (time.monotonic() - lease.started) * 1000 if lease.started else 0.0
+            logger.log(level, "job %s %s %s (%.1f ms)", lease.claimed.id, lease.task, what, ms)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            setattr(self.stats, name, getattr(self.stats, name) + n)
+
+    # -- heartbeat ----------------------------------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        next_registry = 0.0
+        while not self._beat_done.is_set():
+            now = time.monotonic()
+            retry_soon = not self._renew_due(now)
+            if now >= next_registry:
+                self._beat_registry()
+                next_registry = now + self.registry_interval_s
+            self._watchdog(now)
+            wait = self._next_renewal(now, next_registry)
+            self._beat_wake.wait(0.1 if retry_soon else wait)
+            self._beat_wake.clear()
+
+    def _renew_due(self, now: float) -> bool:
+        """Extend every lease past a third of its length. False if the server was unreachable."""
+        with self._lock:
+            due = [
+                lease
+                for lease in self._held.values()
+                if not (lease.lost or lease.released)
+                and now - lease.renewed_at >= lease.lease_ms / 3000
+            ]
+        if not due:
+            return True
+        sent = time.monotonic()
+        items = [(le.claimed.queue, le.claimed.id, le.claimed.token, le.lease_ms) for le in due]
+        try:
+            replies = self.jobs.extend_many(items)
+        except ServerUnavailable as exc:
+            self._server_down("extend", exc)
+            return False
+        for lease, reply in zip(due, replies):
+            if isinstance(reply, StaleToken):
+                if not lease.finishing:  # a finished job's complete may simply have won the race
+                    lease.lost = str(reply)
+                    self._count("lost")
+                    logger.warning(
+                        "job %s %s: lease lost (%s); the task keeps running but its outcome "
+                        "will be discarded",
+                        lease.claimed.id,
+                        lease.task,
+                        reply,
+                    )
+            elif isinstance(reply, Exception):
+                logger.error("job %s: extend failed: %r", lease.claimed.id, reply)
+            else:
+                lease.renewed_at = sent
+        return True
+
+    def _next_renewal(self, now: float, next_registry: float) -> float:
+        with self._lock:
+            due = [
+                lease.renewed_at + lease.lease_ms / 3000
+                for lease in self._held.values()
+                if not (lease.lost or lease.released)
+            ]
+        return max(0.005, min([next_registry, now + 1.0, *due]) - now)
+
+    def _beat_registry(self) -> None:
+        info = WorkerInfo(
+            id=self.id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            queues=list(self.queues),
+            concurrency=self.concurrency,
+            running=self.running,
+            started_at=self.started_at,
+            last_seen=time.time(),
+        )
+        try:
+            registry_heartbeat(self.jobs.connector, info, ttl_s=self.registry_interval_s * 4)
+        except Exception as exc:  # the registry is for people: never let it stop the work
+            logger.debug("registry heartbeat failed: %s", exc)
+
+    def _unregister(self) -> None:
+        try:
+            registry_remove(self.jobs.connector, self.id)
+        except Exception as exc:
+            logger.debug("could not remove the worker from the registry: %s", exc)
+
+    def _watchdog(self, now: float) -> None:
+        """Cut a blocking read that outlived its own timeout (a half-open connection)."""
+        since = self._blocking_since
+        if since is not None and now - since > self.idle_block_s + 2 * BLOCK_SLACK_S:
+            logger.warning("a blocking read hung for %.1fs; reconnecting", now - since)
+            self._interrupt_block()
+
+    # -- shutdown -----------------------------------------------------------------------
+
+    def _release_waiting(self) -> None:
+        """Give back at once the jobs claimed but not started (they are someone else's now)."""
+        while True:
+            try:
+                lease = self._ready.get_nowait()
+            except queue_module.Empty:
+                return
+            if lease is not None:
+                self._release(lease)
+
+    def _drain(self) -> bool:
+        """Wait for held jobs to finish: for ever in burst/max_jobs runs, else the grace time."""
+        with self._room:
+            while self._held:
+                if self._stopping.is_set():
+                    left = self._stop_time + self.grace_s - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._room.wait(min(left, 0.2))
+                else:
+                    self._room.wait(0.2)
+        return True
+
+    def _release_running(self) -> None:
+        with self._lock:
+            leases = [lease for lease in self._held.values() if not lease.finishing]
+        if leases:
+            logger.warning("grace time over: releasing %d running job(s)", len(leases))
+        for lease in leases:
+            self._release(lease)
+
+    def _release(self, lease: _Lease) -> None:
+        lease.released = True
+        c = lease.claimed
+        try:
+            self.jobs.release(c.queue, c.id, c.token)
+        except StaleToken:
+            pass  # lost already: its new holder has it
+        except ServerUnavailable as exc:
+            logger.warning("job %s: could not release it (%s); the reaper will", c.id, exc)
+        else:
+            self._count("released")
+            logger.info("job %s %s released back to pending", c.id, lease.task)
+        self._forget(lease)
+
+    # -- riding out outages -------------------------------------------------------------
+
+    def _call_server(self, what: str, call: Callable[[], object]):
+        """Run ``call``, retrying with backoff while the server is unreachable.
+
+        Gives up (raising ServerUnavailable) only when shutdown's grace is over.
+        """
+        delay = 0.05
+        while True:
+            try:
+                result = call()
+            except ServerUnavailable as exc:
+                self._server_down(what, exc)
+                if self._abandoned.wait(delay):
+                    raise
+                delay = min(delay * 2, MAX_BACKOFF_S)
+            else:
+                self._server_up()
+                return result
+
+    def _server_down(self, what: str, exc: Exception) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if self._down_since is None:
+                self._down_since = now
+                logger.warning("lost the server during %s (%s); retrying with backoff", what, exc)
+            down_for = now - self._down_since
+        if what == "claim":  # the fetcher backs off here; other callers have their own loops
+            self._stopping.wait(min(MAX_BACKOFF_S, 0.1 + down_for / 4))
+
+    def _server_up(self) -> None:
+        if self._down_since is None:
+            return
+        with self._lock:
+            since, self._down_since = self._down_since, None
+        if since is not None:
+            logger.warning("the server is back after %.1fs", time.monotonic() - since)
+
+
+def blocking_client(
+    client: redis.Redis | redis.RedisCluster, key: str, *, socket_timeout: float
+) -> redis.Redis:
+    """A one-connection client like ``client`` (for ``key``'s node on a cluster).
+
+    Blocking reads get their own connection so they never hold one that scripts
+    need, and a socket timeout just above the block timeout, so a read that a
+    failover left hanging fails instead of waiting for ever.
+    """
+    if isinstance(client, redis.RedisCluster):
+        node = client.get_node_from_key(key)
+        pool = node.redis_connection.connection_pool
+    else:
+        pool = client.connection_pool
+    kwargs = dict(pool.connection_kwargs)
+    kwargs.update(socket_timeout=socket_timeout, retry=Retry(NoBackoff(), 0))
+    return redis.Redis(
+        connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+    )
+
+
+def _as_error_object(error: str, summary: str) -> str:
+    """``error`` if it is one JSON object, else the same text wrapped into one."""
+    try:
+        if isinstance(json.loads(error), dict):
+            return error
+    except (TypeError, ValueError):
+        pass
+    return error_json("builtins.Exception", f"{summary}\n{error}")
+
+
+def _check_positive(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+
+
+__all__ = [
+    "Failure",
+    "Handler",
+    "Outcome",
+    "Success",
+    "Worker",
+    "WorkerStats",
+    "blocking_client",
+    "error_json",
+    "failure_from_exception",
+]
