@@ -47,6 +47,7 @@ __all__ = [
     "ServerStartError",
     "find_server_binary",
     "free_port",
+    "port_is_free",
     "server_version",
 ]
 
@@ -239,7 +240,8 @@ _port_lock = threading.Lock()
 _ports_handed_out: set[int] = set()
 
 
-def _port_is_free(host: str, port: int) -> bool:
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when nothing listens on (host, port) (a bind test)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind((host, port))
@@ -248,8 +250,9 @@ def _port_is_free(host: str, port: int) -> bool:
     return True
 
 
-def _free_port(host: str = "127.0.0.1", *, cluster_bus: bool = False) -> int:
-    """A free TCP port (and a free ``port + 10000`` cluster bus port when asked).
+def free_port(host: str = "127.0.0.1", *, cluster_bus: bool = False) -> int:
+    """A free TCP port not handed out before by this process (and a free
+    ``port + 10000`` cluster bus port when asked).
 
     Ports are drawn from 20000-45000 so that the cluster bus port stays valid.
     """
@@ -258,18 +261,13 @@ def _free_port(host: str = "127.0.0.1", *, cluster_bus: bool = False) -> int:
             port = random.randint(20000, 45000)
             if port in _ports_handed_out:
                 continue
-            if not _port_is_free(host, port):
+            if not port_is_free(port, host):
                 continue
-            if cluster_bus and not _port_is_free(host, port + 10000):
+            if cluster_bus and not port_is_free(port + 10000, host):
                 continue
             _ports_handed_out.add(port)
             return port
     raise ServerStartError("could not find a free TCP port on loopback")
-
-
-def free_port(host: str = "127.0.0.1", *, cluster_bus: bool = False) -> int:
-    """A free loopback port not handed out before by this process (20000-45000)."""
-    return _free_port(host, cluster_bus=cluster_bus)
 
 
 # --------------------------------------------------------------------------------------
@@ -367,7 +365,7 @@ class EmbeddedServer:
     @property
     def port(self) -> int:
         if self._port is None:
-            self._port = _free_port(self.host, cluster_bus=self._cluster_bus)
+            self._port = free_port(self.host, cluster_bus=self._cluster_bus)
         return self._port
 
     @property

@@ -35,6 +35,7 @@ from echomq_django.embedded import (  # noqa: E402 - after the path tweak
     ServerStartError,
     _child_setup,
     free_port,
+    port_is_free,
 )
 
 VAR = ROOT / "var"
@@ -85,28 +86,15 @@ def start_server() -> tuple[EmbeddedServer, object]:
             "ECHOMQ_URL to use a server of your own)"
         ) from None
     wanted = int(os.environ.get("ECHOMQ_SERVER_PORT", "6390"))
-    port = wanted
-    server = EmbeddedServer(dir=data, port=port, appendonly=True)
-    if not server_port_free(port):
-        port = free_port()
+    port = wanted if port_is_free(wanted) else free_port()
+    if port != wanted:
         say(f"port {wanted} is taken: the embedded server uses port {port} instead")
-        server = EmbeddedServer(dir=data, port=port, appendonly=True)
+    server = EmbeddedServer(dir=data, port=port, appendonly=True)
     server.start(timeout=30)  # loading a large AOF may take a while
     say(
         f"{server.product} {server.version} on {server.url} (pid {server.pid}, data in var/valkey/)"
     )
     return server, lock
-
-
-def server_port_free(port: int) -> bool:
-    import socket
-
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 # ---------------------------------------------------------------------------------------
