@@ -9,14 +9,29 @@ change to this file only.
 from __future__ import annotations
 
 try:  # Django 6.0+
-    from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus, task_backends
+    from django.tasks import (
+        Task,
+        TaskContext,
+        TaskResult,
+        TaskResultStatus,
+        default_task_backend,
+        task,
+        task_backends,
+    )
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import TaskError
     from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
     from django.utils.json import normalize_json
 except ImportError:  # Django 5.2 with the django-tasks backport
-    from django_tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
+    from django_tasks import (
+        TaskContext,
+        TaskResult,
+        TaskResultStatus,
+        default_task_backend,
+        task,
+        task_backends,
+    )
     from django_tasks.backends.base import BaseTaskBackend
     from django_tasks.base import Task, TaskError
     from django_tasks.exceptions import InvalidTaskError as InvalidTask
@@ -33,7 +48,9 @@ __all__ = [
     "TaskResult",
     "TaskResultDoesNotExist",
     "TaskResultStatus",
+    "default_task_backend",
     "normalize_json",
+    "task",
     "task_backends",
     "task_enqueued",
     "task_finished",

@@ -1,0 +1,283 @@
+"""Django's Tasks framework backend on the EchoMQ engine.
+
+::
+
+    TASKS = {
+        "default": {
+            "BACKEND": "echomq_django.backends.EchoMQBackend",
+            "QUEUES": ["default", "emails"],        # engine queue names
+            "OPTIONS": {
+                "MAX_ATTEMPTS": 3,                  # claims before a failing job goes to dead
+                "LEASE": 30,                        # seconds a claim holds a job (None: the worker's)
+                "RETRY_BACKOFF": None,              # seconds before a retry (None: the worker's policy)
+                "RESULT_TTL": 86400,                # seconds a finished job's result is kept
+                "DEAD_TTL": 604800,                 # seconds a dead job is kept
+                "ENQUEUE_ON_COMMIT": False,         # inside atomic(): send on commit, never on rollback
+                "TASK_MODULES": [],                 # modules with tasks besides each app's tasks.py
+            },
+        }
+    }
+
+The same five job options, in lowercase, can be set per task
+(``@task(max_attempts=5, lease=120)``, durations in seconds or as timedelta);
+``enqueue_on_commit`` too. ``task.using(idempotency_key="order-42")`` stores a
+job once while an earlier one with that key is still pending, scheduled or
+running: enqueue then returns the earlier job's result.
+
+The backend never connects in ``__init__``: ``@task`` builds backends while a
+tasks module is imported. The engine (``conf.get_jobs()``) is reached on first
+enqueue or read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from datetime import datetime, timedelta
+from functools import partial
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
+
+from . import conf
+from .compat import (
+    BaseTaskBackend,
+    InvalidTask,
+    Task,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_enqueued,
+)
+from .engine.errors import InvalidJobId, InvalidJobOptions
+from .engine.jobs import Job, NewJob
+from .engine.keyspace import validate_job_id, validate_queue_name
+from .payload import Payload, due_ms, encode_arguments, from_server_us, rebuild_task, task_result
+
+Duration = int | float | timedelta
+
+JOB_OPTIONS = ("max_attempts", "lease", "retry_backoff", "result_ttl", "dead_ttl")
+OTHER_OPTIONS = ("ENQUEUE_ON_COMMIT", "TASK_MODULES")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EchoMQTask(Task):
+    """A Task with EchoMQ's per-task options (None: the backend's, then the engine's)."""
+
+    max_attempts: int | None = None
+    lease: Duration | None = None
+    retry_backoff: Duration | None = None
+    result_ttl: Duration | None = None
+    dead_ttl: Duration | None = None
+    enqueue_on_commit: bool | None = None
+    idempotency_key: str | None = None
+
+    def using(self, *, idempotency_key: str | None = None, **changes: Any) -> EchoMQTask:
+        """Django's ``using()``, plus an idempotency key for this one enqueue."""
+        task = Task.using(self, **changes)  # explicit base: zero-arg super() fails with slots
+        if idempotency_key is not None:
+            task = replace(task, idempotency_key=idempotency_key)
+        return task
+
+
+def duration_ms(value: Duration | None, name: str) -> int | None:
+    """Seconds (or a timedelta) as whole milliseconds; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise InvalidJobOptions(
+            f"{name} must be a non-negative number of seconds or a timedelta, not {value!r}"
+        )
+    return round(value * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """The job options in engine units; None means "not set here"."""
+
+    max_attempts: int | None = None
+    lease_ms: int | None = None
+    retry_backoff_ms: int | None = None
+    result_ttl_ms: int | None = None
+    dead_ttl_ms: int | None = None
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any]) -> JobOptions:
+        """From lowercase option names (task fields, or backend OPTIONS lowered)."""
+        return cls(
+            max_attempts=values.get("max_attempts"),
+            lease_ms=duration_ms(values.get("lease"), "lease"),
+            retry_backoff_ms=duration_ms(values.get("retry_backoff"), "retry_backoff"),
+            result_ttl_ms=duration_ms(values.get("result_ttl"), "result_ttl"),
+            dead_ttl_ms=duration_ms(values.get("dead_ttl"), "dead_ttl"),
+        ).checked()
+
+    def over(self, defaults: JobOptions) -> JobOptions:
+        """These options, falling back to ``defaults`` for the ones not set."""
+        return JobOptions(
+            **{
+                f.name: getattr(defaults, f.name)
+                if getattr(self, f.name) is None
+                else getattr(self, f.name)
+                for f in fields(self)
+            }
+        )
+
+    def new_job_fields(self) -> dict[str, int]:
+        """The NewJob keyword arguments these options set (unset ones keep the engine's)."""
+        values = {
+            "max_attempts": self.max_attempts,
+            "lease_ms": self.lease_ms,
+            "result_ttl_ms": self.result_ttl_ms,
+            "dead_ttl_ms": self.dead_ttl_ms,
+        }
+        return {name: value for name, value in values.items() if value is not None}
+
+    def checked(self) -> JobOptions:
+        """Raise the engine's typed error for a value out of range (nothing is sent)."""
+        NewJob(payload="", **self.new_job_fields()).validate()
+        if self.lease_ms == 0:
+            raise InvalidJobOptions("lease must be positive")
+        return self
+
+
+class EchoMQBackend(BaseTaskBackend):
+    """Stores each enqueue as one job row (one script call); workers run them."""
+
+    task_class = EchoMQTask
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        unknown = set(self.options) - {o.upper() for o in JOB_OPTIONS} - set(OTHER_OPTIONS)
+        if unknown:
+            raise ImproperlyConfigured(
+                f"TASKS[{alias!r}]['OPTIONS'] has unknown keys: {', '.join(sorted(unknown))}"
+            )
+        try:
+            for queue in self.queues:
+                validate_queue_name(queue)
+            self.job_options = JobOptions.parse(
+                {name: self.options.get(name.upper()) for name in JOB_OPTIONS}
+            )
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"TASKS[{alias!r}]: {exc}") from exc
+        self.enqueue_on_commit = bool(self.options.get("ENQUEUE_ON_COMMIT", False))
+        self.task_modules: tuple[str, ...] = tuple(self.options.get("TASK_MODULES", ()))
+
+    # -- validation -----------------------------------------------------------------
+
+    def validate_task(self, task: Task) -> None:
+        """Django's checks, plus a valid engine queue name and valid job options."""
+        super().validate_task(task)
+        try:
+            validate_queue_name(task.queue_name)
+            self.options_for(task)
+        except ValueError as exc:
+            raise InvalidTask(str(exc)) from exc
+
+    def options_for(self, task: Task) -> JobOptions:
+        """The task's job options over the backend's."""
+        mine = JobOptions.parse({name: getattr(task, name, None) for name in JOB_OPTIONS})
+        return mine.over(self.job_options)
+
+    def sends_on_commit(self, task: Task) -> bool:
+        choice = getattr(task, "enqueue_on_commit", None)
+        return self.enqueue_on_commit if choice is None else bool(choice)
+
+    # -- enqueue --------------------------------------------------------------------
+
+    def enqueue(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> TaskResult:
+        """Validate everything, then store the job (now, or when the transaction commits)."""
+        self.validate_task(task)
+        args, kwargs = encode_arguments(args, kwargs)
+        job = self.new_job(task, args, kwargs)
+        jobs = conf.get_jobs()
+        job.validate(jobs.max_payload)
+        result = TaskResult(
+            task=task,
+            id=job.id,
+            status=TaskResultStatus.READY,
+            enqueued_at=None,
+            started_at=None,
+            last_attempted_at=None,
+            finished_at=None,
+            args=args,
+            kwargs=kwargs,
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        if self.sends_on_commit(task):
+            # Outside an atomic block this runs at once; inside, after the outermost commit.
+            transaction.on_commit(partial(self.store, job, result))
+            return result
+        return self.store(job, result)
+
+    def new_job(self, task: Task, args: list[Any], kwargs: dict[str, Any]) -> NewJob:
+        payload = Payload(
+            task=task.module_path,
+            args=args,
+            kwargs=kwargs,
+            backend=self.alias,
+            takes_context=task.takes_context,
+            idempotency_key=getattr(task, "idempotency_key", None),
+        )
+        run_after: datetime | None = task.run_after
+        return NewJob(
+            payload=payload.dumps(),
+            task=task.module_path,
+            priority=int(task.priority),
+            due_ms=due_ms(run_after),
+            run_after=run_after.isoformat() if run_after is not None else "",
+            idempotency_key=payload.idempotency_key,
+            **self.options_for(task).new_job_fields(),
+        )
+
+    def store(self, job: NewJob, result: TaskResult) -> TaskResult:
+        """One script call; ``task_enqueued`` once the job is stored.
+
+        When an idempotency key is held by an earlier job, nothing is stored and
+        that job's result is returned instead (no signal: nothing was enqueued).
+        """
+        stored = conf.get_jobs().enqueue(result.task.queue_name, job)
+        if not stored.created:
+            return self.read(result.task.queue_name, stored.id)
+        object.__setattr__(result, "enqueued_at", from_server_us(stored.enqueued_at))
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    # -- results --------------------------------------------------------------------
+
+    def get_result(self, result_id: str) -> TaskResult:
+        """The job's current state as a TaskResult, from whichever of our queues holds it."""
+        try:
+            validate_job_id(result_id)
+        except InvalidJobId as exc:
+            raise TaskResultDoesNotExist(result_id) from exc
+        for queue in self.result_queues():
+            job = conf.get_jobs().get(queue, result_id)
+            if job is not None:
+                return self.to_result(job)
+        raise TaskResultDoesNotExist(result_id)
+
+    def read(self, queue: str, result_id: str) -> TaskResult:
+        job = conf.get_jobs().get(queue, result_id)
+        if job is None:  # finished and trimmed in between
+            raise TaskResultDoesNotExist(result_id)
+        return self.to_result(job)
+
+    def result_queues(self) -> Iterable[str]:
+        """The configured queues; with QUEUES empty (any queue allowed), every known queue."""
+        return sorted(self.queues) if self.queues else conf.get_jobs().queues()
+
+    def to_result(self, job: Job) -> TaskResult:
+        """The row as a TaskResult (``PayloadError`` when it names no loaded task)."""
+        payload = Payload.loads(job.payload)
+        return task_result(job, payload, rebuild_task(job, payload, self.task_modules))

@@ -1,0 +1,283 @@
+"""Task <-> job row: the payload the backend writes and the TaskResult it reads back.
+
+The payload is one JSON object, opaque to the engine and to Lua::
+
+    {"v": 1, "task": "app.tasks.send_mail", "args": [...], "kwargs": {...},
+     "backend": "default", "takes_context": false, "idempotency_key": "..."}
+
+Priority, queue, run_after (its exact ISO text) and every timestamp live in the
+row itself, where the engine keeps them.
+
+A row names its task by module path, and a row is data anyone with write access
+to the server can plant. So a path is resolved only to a ``Task`` object that
+is already loaded in this process (each installed app's ``tasks`` module, plus
+the backend's ``TASK_MODULES``); nothing named by a row is ever imported or
+called. ``os.system`` is not a Task object, so it is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from importlib import import_module
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+from django.utils.module_loading import autodiscover_modules
+
+from .compat import InvalidTask, Task, TaskError, TaskResult, TaskResultStatus, normalize_json
+from .engine.jobs import Job
+
+VERSION = 1
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+STATUS_OF_STATE = {
+    "pending": TaskResultStatus.READY,
+    "scheduled": TaskResultStatus.READY,
+    "active": TaskResultStatus.RUNNING,
+    "completed": TaskResultStatus.SUCCESSFUL,
+    "dead": TaskResultStatus.FAILED,
+}
+
+
+class InvalidTaskArguments(InvalidTask, TypeError):
+    """An argument (or return value) that cannot be stored as JSON; nothing was written."""
+
+
+class PayloadError(ValueError):
+    """A row's payload that cannot be turned into a Task call: the job must never run."""
+
+
+class UnknownTask(PayloadError):
+    """The row names something that is not a Task object loaded in this process."""
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    task: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    backend: str
+    takes_context: bool = False
+    idempotency_key: str | None = None
+
+    def dumps(self) -> str:
+        data: dict[str, Any] = {
+            "v": VERSION,
+            "task": self.task,
+            "args": self.args,
+            "kwargs": self.kwargs,
+            "backend": self.backend,
+            "takes_context": self.takes_context,
+        }
+        if self.idempotency_key is not None:
+            data["idempotency_key"] = self.idempotency_key
+        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+    @classmethod
+    def loads(cls, text: str) -> Payload:
+        """Parse and type-check a stored payload; ``PayloadError`` says what is wrong."""
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise PayloadError(f"the payload is not JSON: {exc}") from None
+        if not isinstance(data, dict) or data.get("v") != VERSION:
+            raise PayloadError(f"the payload is not a version {VERSION} EchoMQ task payload")
+        expected = {
+            "task": str,
+            "args": list,
+            "kwargs": dict,
+            "backend": str,
+            "takes_context": bool,
+            "idempotency_key": (str, type(None)),
+        }
+        for name, kind in expected.items():
+            if name in data and not isinstance(data[name], kind):
+                raise PayloadError(f"the payload's {name!r} has the wrong type")
+        if not data.get("task") or not data.get("backend"):
+            raise PayloadError("the payload names no task or no backend")
+        return cls(
+            task=data["task"],
+            args=data.get("args", []),
+            kwargs=data.get("kwargs", {}),
+            backend=data["backend"],
+            takes_context=data.get("takes_context", False),
+            idempotency_key=data.get("idempotency_key"),
+        )
+
+
+# -- values -> JSON ------------------------------------------------------------------
+
+
+def to_json_value(value: Any, what: str) -> Any:
+    """``value`` as it will come back from storage (tuples -> lists, int keys -> str).
+
+    Raises ``InvalidTaskArguments`` naming ``what`` when the value has no JSON form.
+    """
+    try:
+        return json.loads(json.dumps(normalize_json(value), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidTaskArguments(
+            f"{what} cannot be stored as JSON ({type(value).__name__}): {exc}"
+        ) from None
+
+
+def encode_arguments(
+    args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """Normalise args/kwargs the way Django does, checking each one before anything is sent."""
+    return (
+        [to_json_value(value, f"positional argument {i}") for i, value in enumerate(args)],
+        {
+            name: to_json_value(value, f"keyword argument {name!r}")
+            for name, value in kwargs.items()
+        },
+    )
+
+
+# -- times -----------------------------------------------------------------------------
+
+
+def from_server_us(us: int | None) -> datetime | None:
+    """A row timestamp (server µs) as Django shows times: aware UTC, or naive when USE_TZ=False."""
+    if us is None:
+        return None
+    moment = EPOCH + timedelta(microseconds=us)
+    return moment if settings.USE_TZ else timezone.make_naive(moment)
+
+
+def due_ms(run_after: datetime | None) -> int:
+    """Absolute Unix ms of ``run_after`` (0: now). Naive values are in the current time zone."""
+    if run_after is None:
+        return 0
+    if timezone.is_naive(run_after):
+        run_after = timezone.make_aware(run_after)
+    return max(0, (run_after - EPOCH) // timedelta(milliseconds=1))
+
+
+def parse_run_after(text: str) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise PayloadError(f"the row's run_after is not an ISO datetime: {text[:40]!r}") from None
+
+
+# -- module path -> Task object (never an import of a path from a row) -------------------
+
+_discovery_lock = threading.Lock()
+_discovered: set[str] = set()
+
+
+def loaded_task(path: str) -> Task | None:
+    """The Task object at ``path`` if its module is loaded already, else None.
+
+    Only ``sys.modules`` is consulted, and the object must be a Task whose own
+    module path is ``path`` (an alias of another task does not count).
+    """
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module = sys.modules.get(".".join(parts[:cut]))
+        if module is None:
+            continue
+        obj: Any = module
+        for name in parts[cut:]:
+            obj = getattr(obj, name, None)
+        if isinstance(obj, Task) and obj.module_path == path:
+            return obj
+        return None
+    return None
+
+
+def discover_tasks(modules: Iterable[str] = ()) -> None:
+    """Import every installed app's ``tasks`` module and ``modules``, once per process."""
+    wanted = {"<apps>", *modules}
+    with _discovery_lock:
+        if wanted <= _discovered:
+            return
+        if "<apps>" not in _discovered:
+            autodiscover_modules("tasks")
+            _discovered.add("<apps>")
+        for name in sorted(wanted - _discovered):
+            import_module(name)
+            _discovered.add(name)
+
+
+def resolve_task(path: str, modules: Iterable[str] = ()) -> Task:
+    """The loaded Task object named ``path``; ``UnknownTask`` for anything else."""
+    task = loaded_task(path)
+    if task is None:
+        try:
+            discover_tasks(modules)
+        except Exception as exc:
+            raise UnknownTask(
+                f"task {path!r} is unknown here, and loading the tasks modules failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        task = loaded_task(path)
+    if task is None:
+        raise UnknownTask(
+            f"{path!r} is not a Task object loaded in this process: only functions "
+            "decorated with @task in an installed app's tasks module (or in a module "
+            "listed in the backend's TASK_MODULES) are ever run"
+        )
+    return task
+
+
+# -- row -> TaskResult ----------------------------------------------------------------------
+
+
+def rebuild_task(job: Job, payload: Payload, modules: Iterable[str] = ()) -> Task:
+    """The Task as it was enqueued: the loaded task with the row's per-call values."""
+    changes: dict[str, Any] = {
+        "priority": job.priority,
+        "queue_name": job.queue,
+        "backend": payload.backend,
+        "run_after": parse_run_after(job.run_after),
+        "takes_context": payload.takes_context,
+    }
+    if payload.idempotency_key is not None:
+        changes["idempotency_key"] = payload.idempotency_key
+    try:
+        return replace(resolve_task(payload.task, modules), **changes)
+    except (InvalidTask, TypeError) as exc:
+        raise PayloadError(f"task {payload.task!r} cannot be rebuilt from its row: {exc}") from exc
+
+
+def task_result(job: Job, payload: Payload, task: Task) -> TaskResult:
+    """The framework's view of a row, field by field."""
+    finished = job.state in ("completed", "dead")
+    result = TaskResult(
+        task=task,
+        id=job.id,
+        status=STATUS_OF_STATE[job.state],
+        enqueued_at=from_server_us(job.enqueued_at),
+        started_at=from_server_us(job.started_at),
+        last_attempted_at=from_server_us(job.last_attempted_at),
+        finished_at=from_server_us(job.finished_at) if finished else None,
+        args=payload.args,
+        kwargs=payload.kwargs,
+        backend=payload.backend,
+        errors=[
+            TaskError(
+                exception_class_path=str(error.get("exception_class_path", "")),
+                traceback=str(error.get("traceback", "")),
+            )
+            for error in job.error_list
+            if isinstance(error, dict)
+        ],
+        worker_ids=list(job.worker_ids),
+    )
+    if job.state == "completed":
+        try:
+            value = json.loads(job.result or "null")
+        except ValueError:
+            raise PayloadError(f"the result of job {job.id} is not JSON") from None
+        object.__setattr__(result, "_return_value", value)
+    return result

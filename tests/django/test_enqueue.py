@@ -1,0 +1,339 @@
+"""The backend's enqueue and get_result against a real server (no worker involved)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import transaction
+from django.test import override_settings
+
+from echomq_django import conf
+from echomq_django.backends import EchoMQBackend, EchoMQTask
+from echomq_django.compat import (
+    InvalidTask,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_backends,
+    task_enqueued,
+)
+from echomq_django.engine.errors import InvalidJobOptions
+from echomq_django.payload import InvalidTaskArguments
+from tests.django import tasks
+
+pytestmark = pytest.mark.django_db
+
+
+def keys_and_values(client) -> dict[bytes, object]:
+    """Every key with its type: a write of any kind shows up here."""
+    return {key: client.type(key) for key in client.scan_iter()}
+
+
+def test_backend_is_configured_and_supports_everything(echomq):
+    assert isinstance(task_backends["default"], EchoMQBackend)
+    assert isinstance(tasks.add.get_backend(), EchoMQBackend)
+    assert all(
+        getattr(EchoMQBackend, flag)
+        for flag in (
+            "supports_defer",
+            "supports_async_task",
+            "supports_get_result",
+            "supports_priority",
+        )
+    )
+    assert isinstance(tasks.add, EchoMQTask)
+
+
+def test_enqueue_is_one_stored_row_readable_at_once(echomq, jobs):
+    result = tasks.add.enqueue(2, 3)
+    assert result.status == TaskResultStatus.READY
+    row = jobs.get("default", result.id)
+    assert row is not None and row.state == "pending" and row.task == "tests.django.tasks.add"
+    assert result.enqueued_at == datetime(1970, 1, 1, tzinfo=UTC) + timedelta(
+        microseconds=row.enqueued_at
+    )
+    again = tasks.add.get_result(result.id)
+    assert again.status == TaskResultStatus.READY
+    assert (again.args, again.kwargs, again.task) == ([2, 3], {}, tasks.add)
+    assert (again.enqueued_at, again.started_at, again.finished_at) == (
+        result.enqueued_at,
+        None,
+        None,
+    )
+    assert again.worker_ids == [] and again.errors == [] and again.attempts == 0
+    with pytest.raises(ValueError, match="not finished"):
+        _ = again.return_value
+
+
+def test_arguments_are_normalised_like_django(echomq):
+    result = tasks.echo.enqueue((1, 2), {3: "three"}, key=(b"bytes", None, 1.5))
+    assert result.args == [[1, 2], {"3": "three"}]
+    assert result.kwargs == {"key": ["bytes", None, 1.5]}
+    stored = tasks.echo.get_result(result.id)
+    assert (stored.args, stored.kwargs) == (result.args, result.kwargs)
+
+
+def test_get_result_rebuilds_the_task_exactly(echomq):
+    run_after = datetime(2099, 5, 6, 7, 8, 9, 123456, tzinfo=ZoneInfo("Europe/Paris"))
+    task = tasks.echo.using(priority=-42, queue_name="slow", run_after=run_after)
+    result = task.enqueue("x")
+    stored = tasks.echo.get_result(result.id)
+    assert stored.task == task
+    assert stored.task.run_after == run_after and stored.task.run_after.utcoffset() == timedelta(
+        hours=2
+    )
+    assert (stored.task.priority, stored.task.queue_name, stored.task.backend) == (
+        -42,
+        "slow",
+        "default",
+    )
+    context_result = tasks.flaky.enqueue(1)
+    assert tasks.flaky.get_result(context_result.id).task.takes_context is True
+
+
+def test_deferred_task_is_scheduled_at_its_run_after(echomq, jobs):
+    run_after = datetime(2099, 1, 1, tzinfo=UTC)
+    result = tasks.add.using(run_after=run_after).enqueue(1, 1)
+    row = jobs.get("default", result.id)
+    assert row.state == "scheduled"
+    assert row.due_ms == int(run_after.timestamp() * 1000)
+    assert tasks.add.get_result(result.id).status == TaskResultStatus.READY
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (lambda: tasks.echo.enqueue({1, 2}), InvalidTaskArguments, "positional argument 0"),
+        (
+            lambda: tasks.echo.enqueue(1, when=datetime.now()),
+            InvalidTaskArguments,
+            "keyword argument 'when'",
+        ),
+        (lambda: tasks.echo.enqueue(float("nan")), InvalidTaskArguments, "positional argument 0"),
+        (
+            lambda: tasks.echo.enqueue({(1, 2): "tuple key"}),
+            InvalidTaskArguments,
+            "positional argument 0",
+        ),
+        (lambda: tasks.echo.using(queue_name="nope").enqueue(), InvalidTask, "Queue 'nope'"),
+        (lambda: tasks.echo.using(priority=101).enqueue(), InvalidTask, "priority"),
+        (lambda: tasks.echo.using(run_after=datetime(2099, 1, 1)).enqueue(), InvalidTask, "aware"),
+    ],
+    ids=[
+        "set",
+        "datetime-kwarg",
+        "nan",
+        "tuple-key",
+        "unknown-queue",
+        "priority",
+        "naive-run_after",
+    ],
+)
+def test_bad_enqueue_raises_a_clear_error_and_writes_nothing(echomq, make, error, message):
+    tasks.add.enqueue(0, 0)  # the queue exists: the registry and metrics are written already
+    before = keys_and_values(echomq)
+    with pytest.raises(error, match=message):
+        make()
+    assert keys_and_values(echomq) == before
+
+
+def test_bad_argument_error_is_also_a_type_error(echomq):
+    with pytest.raises(TypeError, match="positional argument 1"):
+        tasks.echo.enqueue(1, object())
+
+
+def test_queue_name_must_be_a_valid_engine_queue(echomq, settings):
+    settings.TASKS = {
+        "default": {"BACKEND": "echomq_django.backends.EchoMQBackend", "QUEUES": ["ok", "{bad}"]}
+    }
+    with pytest.raises(Exception, match="invalid queue name"):
+        task_backends["default"]
+
+
+def test_module_level_tasks_only(echomq):
+    def local():
+        return 1
+
+    from echomq_django.compat import task
+
+    with pytest.raises(InvalidTask, match="module level"):
+        task(local)
+
+
+def test_unknown_options_and_bad_values_are_configuration_errors(settings):
+    from django.core.exceptions import ImproperlyConfigured
+
+    for options, message in [
+        ({"ENQUEUE_ON_COMIT": True}, "unknown keys: ENQUEUE_ON_COMIT"),
+        ({"MAX_ATTEMPTS": 0}, "max_attempts"),
+        ({"LEASE": -1}, "lease"),
+    ]:
+        settings.TASKS = {
+            "default": {"BACKEND": "echomq_django.backends.EchoMQBackend", "OPTIONS": options}
+        }
+        with pytest.raises(ImproperlyConfigured, match=message):
+            task_backends["default"]
+
+
+def test_per_task_options_reach_the_row(echomq, jobs):
+    result = tasks.tuned.enqueue()
+    row = jobs.get("default", result.id)
+    assert (row.max_attempts, row.lease_ms, row.result_ttl_ms) == (4, 700, 60_000)
+    plain = jobs.get("default", tasks.add.enqueue(1, 2).id)
+    assert plain.lease_ms == 5000  # the backend's LEASE
+    with pytest.raises(InvalidTask, match="max_attempts"):
+        EchoMQTask(func=tasks.add.func, max_attempts=0)
+    with pytest.raises(InvalidTask, match="lease"):
+        EchoMQTask(func=tasks.add.func, lease="soon")
+
+
+def test_get_result_of_missing_expired_or_ill_formed_ids(echomq):
+    for result_id in ["", "nope", "0190a0e4-0000-7000-8000-000000000000", "../etc", 42]:
+        with pytest.raises(TaskResultDoesNotExist):
+            tasks.add.get_result(result_id)
+
+
+def test_idempotency_key_stores_the_job_once_while_it_is_pending(echomq, jobs):
+    keyed = tasks.add.using(idempotency_key="order-42")
+    first = keyed.enqueue(1, 2)
+    second = keyed.enqueue(1, 2)
+    assert second.id == first.id
+    assert jobs.stats("default").counts["pending"] == 1
+    assert tasks.add.get_result(first.id).task == keyed
+    other = tasks.add.using(idempotency_key="order-43").enqueue(1, 2)
+    assert other.id != first.id
+
+
+def test_task_enqueued_fires_after_the_row_exists(echomq, jobs):
+    seen = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append((sender, task_result.status, jobs.get("default", task_result.id).state))
+
+    task_enqueued.connect(receiver)
+    try:
+        tasks.add.enqueue(1, 2)
+    finally:
+        task_enqueued.disconnect(receiver)
+    assert seen == [(EchoMQBackend, TaskResultStatus.READY, "pending")]
+
+
+def test_payload_is_plain_json_with_what_get_result_needs(echomq, jobs):
+    result = tasks.flaky.using(idempotency_key="k").enqueue(2)
+    payload = json.loads(jobs.get("default", result.id).payload)
+    assert payload == {
+        "v": 1,
+        "task": "tests.django.tasks.flaky",
+        "args": [2],
+        "kwargs": {},
+        "backend": "default",
+        "takes_context": True,
+        "idempotency_key": "k",
+    }
+
+
+def test_payload_too_large_is_refused_before_anything_is_sent(echomq, settings):
+    settings.ECHOMQ = {**settings.ECHOMQ, "MAX_PAYLOAD": 1000}
+    conf.reset()
+    tasks.add.enqueue(0, 0)
+    before = keys_and_values(echomq)
+    with pytest.raises(InvalidJobOptions, match="over the limit"):
+        tasks.echo.enqueue("x" * 2000)
+    assert keys_and_values(echomq) == before
+
+
+def test_aenqueue_and_aget_result(echomq):
+    @async_to_sync
+    async def scenario():
+        result = await tasks.add.aenqueue(4, 5)
+        stored = await tasks.add.aget_result(result.id)
+        await stored.arefresh()
+        with pytest.raises(TaskResultDoesNotExist):
+            await tasks.add.aget_result("0190a0e4-0000-7000-8000-000000000000")
+        return result, stored
+
+    result, stored = scenario()
+    assert (stored.id, stored.args, stored.status) == (result.id, [4, 5], TaskResultStatus.READY)
+    assert scenario()[0].id != result.id  # a second event loop: no client cached across loops
+
+
+class TestEnqueueOnCommit:
+    """With ENQUEUE_ON_COMMIT the job reaches the server only when the transaction commits."""
+
+    @pytest.fixture
+    def on_commit(self, echomq, settings):
+        settings.TASKS = {
+            "default": {
+                **settings.TASKS["default"],
+                "OPTIONS": {**settings.TASKS["default"]["OPTIONS"], "ENQUEUE_ON_COMMIT": True},
+            }
+        }
+        return conf.get_jobs()
+
+    @pytest.mark.django_db(transaction=True)
+    def test_commit_sends_once_after_the_commit(self, on_commit):
+        with transaction.atomic():
+            result = tasks.add.enqueue(1, 2)
+            assert result.id and result.enqueued_at is None
+            assert on_commit.get("default", result.id) is None
+        assert on_commit.get("default", result.id).state == "pending"
+        assert result.enqueued_at is not None  # filled in when it was sent
+        assert on_commit.stats("default").counts["pending"] == 1
+
+    @pytest.mark.django_db(transaction=True)
+    def test_rollback_never_sends(self, on_commit):
+        with pytest.raises(RuntimeError), transaction.atomic():
+            result = tasks.add.enqueue(1, 2)
+            raise RuntimeError("rollback")
+        with pytest.raises(TaskResultDoesNotExist):
+            tasks.add.get_result(result.id)
+        assert on_commit.stats("default").counts["pending"] == 0
+
+    @pytest.mark.django_db(transaction=True)
+    def test_nested_savepoints(self, on_commit):
+        with transaction.atomic():
+            kept = tasks.add.enqueue(1, 1)
+            try:
+                with transaction.atomic():
+                    dropped = tasks.add.enqueue(2, 2)
+                    raise RuntimeError("inner rollback")
+            except RuntimeError:
+                pass
+            with transaction.atomic():
+                inner_kept = tasks.add.enqueue(3, 3)
+            assert on_commit.stats("default").counts["pending"] == 0
+        assert on_commit.get("default", kept.id) is not None
+        assert on_commit.get("default", inner_kept.id) is not None
+        assert on_commit.get("default", dropped.id) is None
+
+    @pytest.mark.django_db(transaction=True)
+    def test_outside_a_transaction_it_is_sent_at_once(self, on_commit):
+        result = tasks.add.enqueue(1, 2)
+        assert on_commit.get("default", result.id).state == "pending"
+
+    def test_inside_a_test_case_nothing_is_sent_without_a_commit(self, on_commit):
+        with transaction.atomic():
+            result = tasks.add.enqueue(1, 2)
+        assert on_commit.get("default", result.id) is None  # the test's own atomic never commits
+
+    def test_per_task_choice_overrides_the_backend(self, on_commit):
+        with transaction.atomic():
+            result = tasks.urgent.enqueue()
+            assert on_commit.get("default", result.id).state == "pending"
+
+    def test_captured_on_commit_callbacks_send_in_test_cases(
+        self, on_commit, django_capture_on_commit_callbacks
+    ):
+        with django_capture_on_commit_callbacks(execute=True):
+            result = tasks.add.enqueue(1, 2)
+        assert on_commit.get("default", result.id).state == "pending"
+
+
+@override_settings()
+def test_without_on_commit_enqueue_is_immediate_inside_a_transaction(echomq, jobs):
+    with transaction.atomic():
+        result = tasks.add.enqueue(1, 2)
+        assert jobs.get("default", result.id).state == "pending"
