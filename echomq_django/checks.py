@@ -150,19 +150,20 @@ def _queue_messages(queues: object, where: str) -> list[checks.CheckMessage]:
 
 
 def _options_messages(alias: str, options: object) -> list[checks.CheckMessage]:
-    from .backends import KNOWN_OPTIONS
+    from .backends import JOB_OPTIONS, OTHER_OPTIONS  # the backend owns its option names
 
+    known = {name.upper() for name in JOB_OPTIONS} | set(OTHER_OPTIONS)
     where = f"settings.TASKS[{alias!r}]['OPTIONS']"
     if not isinstance(options, Mapping):
         unknown = [f"(a {type(options).__name__}, not a dict)"]
     else:
-        unknown = [repr(k) for k in sorted(set(options) - set(KNOWN_OPTIONS), key=str)]
+        unknown = [repr(k) for k in sorted(set(options) - known, key=str)]
     if not unknown:
         return []
     return [
         checks.Error(
             f"{where} has unknown options: {', '.join(unknown)}.",
-            hint=f"Options of the EchoMQ backend: {', '.join(sorted(KNOWN_OPTIONS))}.",
+            hint=f"Options of the EchoMQ backend: {', '.join(sorted(known))}.",
             id="echomq.E004",
         )
     ]
@@ -222,7 +223,7 @@ def server_warnings(connector: Connector) -> list[str]:
 def server_findings(connector: Connector) -> list[Finding]:
     """Each primary's persistence and eviction policy (every primary of a cluster)."""
     findings: list[Finding] = []
-    for who, client in _primaries(connector):
+    for who, client in primaries(connector):
         try:
             findings += _node_findings(who, client)
         except redis.RedisError as exc:
@@ -247,12 +248,12 @@ def check_server_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     ]
 
 
-def _primaries(connector: Connector) -> list[tuple[str, Any]]:
+def primaries(connector: Connector) -> list[tuple[str, Any]]:
     """(who, client) per primary: "The server", or "Node host:port" on a cluster."""
     client = connector.client
     if not connector.is_cluster:
         return [("The server", client)]
-    nodes = client.get_primaries()
+    nodes = client.getprimaries()
     return [(f"Node {node.name}", client.get_redis_connection(node)) for node in nodes]
 
 

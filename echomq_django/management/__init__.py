@@ -1,0 +1,109 @@
+"""Process plumbing shared by the long-running commands (``runworker``, ``runreaper``).
+
+The engine objects do the work; these helpers only adapt a Django process to
+them: logging, signals, the start-up banner, and argument types.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from types import FrameType
+
+from echomq_django.engine.connector import Connector
+from echomq_django.engine.keyspace import validate_queue_name
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s"
+
+
+def queue_arg(value: str) -> str:
+    """argparse type: a valid queue name (checked before any key is built)."""
+    try:
+        return validate_queue_name(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def seconds_arg(value: str) -> float:
+    """argparse type: a duration in seconds, greater than zero."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not 0 < seconds < 7 * 24 * 3600:
+        raise argparse.ArgumentTypeError(f"{value!r}: give seconds between 0 and one week")
+    return seconds
+
+
+def count_arg(value: str) -> int:
+    """argparse type: a positive integer."""
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: give an integer of at least 1")
+    return number
+
+
+def setup_logging(verbosity: int) -> None:
+    """Send the ``echomq`` loggers to stderr unless the project's LOGGING already did.
+
+    ``-v 0`` shows warnings only, ``-v 1`` (the default) one line per job, ``-v 2`` debug.
+    """
+    echomq = logging.getLogger("echomq")
+    echomq.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
+    if not echomq.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        echomq.addHandler(handler)
+        echomq.propagate = False
+
+
+def on_stop_signals(stop: Callable[[], None], logger: logging.Logger) -> None:
+    """SIGTERM/SIGINT: the first calls ``stop`` (graceful), a second exits at once.
+
+    Exiting at once leaves held jobs active; the reaper returns them after their lease.
+    """
+
+    stopping = False
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        name = signal.Signals(signum).name
+        if stopping:
+            logger.warning("%s again: exiting now; the reaper will return held jobs", name)
+            os._exit(128 + signum)
+        stopping = True
+        logger.warning("%s: stopping gracefully (send it again to exit at once)", name)
+        stop()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+
+
+def server_version(connector: Connector) -> str:
+    """``valkey 8.1.1`` / ``redis 7.0.15``, or why it is unknown (never raises)."""
+    try:
+        info = connector.client.info("server")
+    except Exception as exc:
+        return f"unknown ({type(exc).__name__}: {exc})"
+    if info and all(isinstance(v, dict) for v in info.values()):
+        info = next(iter(info.values()))  # a cluster client answers per node
+    if "valkey_version" in info:
+        return f"valkey {info['valkey_version']}"
+    return f"redis {info.get('redis_version', '?')}"
+
+
+def log_server_warnings(connector: Connector, logger: logging.Logger) -> None:
+    """Warn about a server that can lose jobs (the checks module's findings, if present)."""
+    try:
+        from echomq_django.checks import server_warnings
+    except ImportError:
+        return
+    for warning in server_warnings(connector):
+        logger.warning("%s", warning)

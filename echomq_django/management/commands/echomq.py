@@ -1,0 +1,402 @@
+"""``manage.py echomq``: look at and operate the queues from a terminal or a script.
+
+::
+
+    echomq stats [QUEUE ...] [--watch [SECONDS]]    jobs per queue and state, event counters
+    echomq inspect JOB_ID [--queue QUEUE]           one job's row (searched in the known queues)
+    echomq retry-dead QUEUE [JOB_ID ...]            dead jobs back to pending, fresh attempt budget
+    echomq purge QUEUE {completed,dead} [--yes]     delete every completed (or dead) job of QUEUE
+    echomq ping [--count N]                         server version, round trip, script cache
+    echomq workers                                  live workers of the registry
+
+Every subcommand takes ``--json``: one JSON document on stdout, nothing else.
+A bad queue name or job id, an unknown job, an unreachable server: a
+``CommandError`` and a non-zero exit status. Bulk operations run as bounded
+script calls (``--batch`` jobs each) and show a progress bar between them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from echomq_django import conf
+from echomq_django.checks import primaries
+from echomq_django.engine import script
+from echomq_django.engine.errors import EchoMQError, ServerUnavailable
+from echomq_django.engine.jobs import SWEEP_LIMIT, Job, QueueStats, Sweep
+from echomq_django.engine.keyspace import STATES, validate_job_id, validate_queue_name
+from echomq_django.metrics import COUNTERS, known_queues, list_workers, queue_stats
+
+PURGEABLE = ("completed", "dead")
+
+
+def _queue_arg(value: str) -> str:
+    try:
+        return validate_queue_name(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _job_id_arg(value: str) -> str:
+    try:
+        return validate_job_id(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(cast: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(value: str) -> Any:
+        number = cast(value)
+        if number <= 0:
+            raise argparse.ArgumentTypeError(f"must be greater than 0, not {value}")
+        return number
+
+    return parse
+
+
+class Command(BaseCommand):
+    help = "Inspect and operate EchoMQ queues: stats, inspect, retry-dead, purge, ping, workers."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+        json_flag = argparse.ArgumentParser(add_help=False)
+        json_flag.add_argument(
+            "--json", dest="as_json", action="store_true", help="print one JSON document"
+        )
+
+        def add(name: str, help_text: str) -> argparse.ArgumentParser:
+            # A CommandParser (Django's add_subparsers): bad values raise CommandError
+            # under call_command, and exit 2 with usage from the command line.
+            return sub.add_parser(name, help=help_text, parents=[json_flag])
+
+        stats = add("stats", "jobs per queue and state, and the queues' event counters")
+        stats.add_argument("queues", nargs="*", type=_queue_arg, metavar="QUEUE")
+        stats.add_argument(
+            "--watch",
+            nargs="?",
+            const=2.0,
+            type=_positive(float),
+            metavar="SECONDS",
+            help="refresh every SECONDS (default 2) until Ctrl-C",
+        )
+
+        inspect = add("inspect", "one job's row, searched in the known queues")
+        inspect.add_argument("job_id", type=_job_id_arg, metavar="JOB_ID")
+        inspect.add_argument("--queue", type=_queue_arg, help="look only in this queue")
+
+        retry = add("retry-dead", "dead jobs back to pending with a fresh attempt budget")
+        retry.add_argument("queue", type=_queue_arg, metavar="QUEUE")
+        retry.add_argument("job_ids", nargs="*", type=_job_id_arg, metavar="JOB_ID")
+        retry.add_argument("--batch", type=_positive(int), default=SWEEP_LIMIT)
+
+        purge = add("purge", "delete every completed or dead job of a queue")
+        purge.add_argument("queue", type=_queue_arg, metavar="QUEUE")
+        purge.add_argument("state", choices=PURGEABLE)
+        purge.add_argument(
+            "--yes",
+            "--no-input",
+            "--noinput",
+            dest="interactive",
+            action="store_false",
+            help="do not ask for confirmation",
+        )
+        purge.add_argument("--batch", type=_positive(int), default=SWEEP_LIMIT)
+
+        ping = add("ping", "server version, round-trip latency, script cache")
+        ping.add_argument("--count", type=_positive(int), default=5, help="PINGs to time")
+
+        add("workers", "live workers of the registry")
+
+    def handle(self, *args: Any, subcommand: str, **options: Any) -> None:
+        self.stdout.ending = ""  # rich and the JSON writer end their own lines
+        self.console = Console(file=self.stdout, highlight=False)
+        action = getattr(self, "do_" + subcommand.replace("-", "_"))
+        try:
+            action(**options)
+        except (ServerUnavailable, redis.ConnectionError, redis.TimeoutError) as exc:
+            url = conf.get_settings().safe_url
+            raise CommandError(f"cannot reach the EchoMQ server at {url}: {exc}") from exc
+        except (EchoMQError, redis.RedisError) as exc:
+            raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+
+    def emit_json(self, document: Any) -> None:
+        self.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+
+    # -- stats -------------------------------------------------------------------------
+
+    def do_stats(self, queues: Sequence[str], watch: float | None, as_json: bool, **_: Any) -> None:
+        if watch and as_json:
+            raise CommandError("--watch draws a live table; it cannot be combined with --json")
+        jobs = conf.get_jobs()
+        names = list(queues) or known_queues(jobs)
+
+        def snapshot() -> list[QueueStats]:
+            return queue_stats(jobs, names)
+
+        if as_json:
+            self.emit_json([dataclasses.asdict(s) for s in snapshot()])
+        elif watch:
+            self.watch(lambda: stats_view(snapshot(), watch), watch)
+        else:
+            self.console.print(stats_view(snapshot()))
+
+    def watch(self, render: Callable[[], RenderableType], every: float) -> None:
+        """Redraw until Ctrl-C; off a terminal, print one snapshot per tick instead."""
+        try:
+            if self.console.is_terminal:
+                with Live(render(), console=self.console, auto_refresh=False) as live:
+                    while True:
+                        time.sleep(every)
+                        live.update(render(), refresh=True)
+            while True:
+                self.console.print(render())
+                time.sleep(every)
+        except KeyboardInterrupt:
+            return
+
+    # -- inspect -----------------------------------------------------------------------
+
+    def do_inspect(self, job_id: str, queue: str | None, as_json: bool, **_: Any) -> None:
+        jobs = conf.get_jobs()
+        searched = [queue] if queue else known_queues(jobs)
+        job = next((j for q in searched if (j := jobs.get(q, job_id)) is not None), None)
+        if job is None:
+            where = ", ".join(searched) or "(no queue known)"
+            raise CommandError(f"job {job_id} is in none of the queues searched: {where}")
+        if as_json:
+            self.emit_json({**dataclasses.asdict(job), "errors": job.error_list})
+        else:
+            self.console.print(job_view(job))
+
+    # -- bulk operations -----------------------------------------------------------------
+
+    def do_retry_dead(
+        self, queue: str, job_ids: Sequence[str], batch: int, as_json: bool, **_: Any
+    ) -> None:
+        jobs = conf.get_jobs()
+        total = len(job_ids) or jobs.stats(queue).counts["dead"]
+        with self.progress(f"retry dead jobs of {queue}", total, as_json) as report:
+            sweep = jobs.retry_dead(queue, job_ids, limit=batch, progress=report)
+        if as_json:
+            self.emit_json({"queue": queue, "retried": sweep.moved, "calls": sweep.calls})
+        else:
+            self.console.print(f"{sweep.moved} dead job(s) of {queue} back to pending.")
+
+    def do_purge(
+        self, queue: str, state: str, interactive: bool, batch: int, as_json: bool, **_: Any
+    ) -> None:
+        jobs = conf.get_jobs()
+        total = jobs.stats(queue).counts[state]
+        if (
+            interactive
+            and total
+            and not self.confirm(
+                f"Delete all {total} {state} job(s) of queue {queue}? This cannot be undone. [y/N] "
+            )
+        ):
+            raise CommandError("purge cancelled: nothing was deleted")
+        with self.progress(f"purge {state} jobs of {queue}", total, as_json) as report:
+            sweep = jobs.trim(queue, state, purge=True, limit=batch, progress=report)
+        if as_json:
+            self.emit_json(
+                {"queue": queue, "state": state, "purged": sweep.moved, "calls": sweep.calls}
+            )
+        else:
+            self.console.print(f"Purged {sweep.moved} {state} job(s) of {queue}.")
+
+    def confirm(self, question: str) -> bool:
+        """Ask on stderr (stdout may be a JSON pipe); end of input means no."""
+        self.stderr.write(question, ending="")
+        self.stderr.flush()
+        return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+    @contextmanager
+    def progress(self, label: str, total: int, quiet: bool) -> Iterator[Callable[[Sweep], None]]:
+        """A transient bar fed by the sweep's per-call callback (on a terminal, unless quiet)."""
+        if quiet or not self.console.is_terminal:
+            yield lambda sweep: None
+            return
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+        with Progress(*columns, console=self.console, transient=True) as bar:
+            task = bar.add_task(label, total=total)
+            yield lambda sweep: bar.update(task, completed=sweep.moved)
+
+    # -- ping ----------------------------------------------------------------------------
+
+    def do_ping(self, count: int, as_json: bool, **_: Any) -> None:
+        connector = conf.get_connector()
+        nodes = primaries(connector)
+        server = nodes[0][1].info("server")
+        rtts = []
+        for _ in range(count):
+            start = time.perf_counter()
+            connector.ping()
+            rtts.append((time.perf_counter() - start) * 1000)
+        scripts = script.all_scripts()
+        cached = connector.client.script_exists(*(s.sha for s in scripts))
+        report = {
+            "url": connector.safe_url,
+            "product": server.get("server_name", "redis"),
+            "version": server.get("valkey_version") or server.get("redis_version"),
+            "mode": "cluster" if connector.is_cluster else "standalone",
+            "primaries": len(nodes),
+            "rtt_ms": {
+                "min": round(min(rtts), 3),
+                "median": round(statistics.median(rtts), 3),
+                "max": round(max(rtts), 3),
+                "samples": count,
+            },
+            "scripts": {s.name: bool(c) for s, c in zip(scripts, cached, strict=True)},
+        }
+        if as_json:
+            self.emit_json(report)
+        else:
+            self.console.print(ping_view(report))
+
+    # -- workers -------------------------------------------------------------------------
+
+    def do_workers(self, as_json: bool, **_: Any) -> None:
+        workers = list_workers(conf.get_connector())
+        if workers is None:
+            raise CommandError("this build has no worker registry (echomq_django.engine.registry)")
+        if as_json:
+            self.emit_json([dataclasses.asdict(w) for w in workers])
+        else:
+            self.console.print(workers_view(workers, time.time()))
+
+
+# ---------------------------------------------------------------------------------------
+# Views (pure: data in, rich renderable out)
+# ---------------------------------------------------------------------------------------
+
+
+def stats_view(stats: Sequence[QueueStats], every: float | None = None) -> Group:
+    """Two tables, one row per queue: jobs in each state now; event counters so far."""
+    when = datetime.fromtimestamp(stats[0].now_ms / 1000, UTC) if stats else None
+    caption = f"server time {when:%Y-%m-%d %H:%M:%S} UTC" if when else "no queue known yet"
+    if every:
+        caption += f" · every {every:g}s, Ctrl-C to stop"
+    now = Table(title="Jobs by state")
+    events = Table(title="Events since the queue was created", caption=caption)
+    for table in (now, events):
+        table.add_column("queue", style="bold")
+    for state in STATES:
+        now.add_column(state, justify="right")
+    for suffix, _, _ in COUNTERS:
+        events.add_column(suffix, justify="right")
+    for s in stats:
+        now.add_row(s.queue, *(str(s.counts[state]) for state in STATES))
+        totals = (sum(s.metrics.get(f, 0) for f in fields) for _, _, fields in COUNTERS)
+        events.add_row(s.queue, *map(str, totals))
+    return Group(now, events)
+
+
+def _when_us(value: int | None) -> str:
+    return (
+        ""
+        if value is None
+        else f"{datetime.fromtimestamp(value / 1e6, UTC):%Y-%m-%d %H:%M:%S.%f} UTC"
+    )
+
+
+def _when_ms(value: int | None) -> str:
+    return "" if value is None else _when_us(value * 1000)
+
+
+def job_view(job: Job, payload_limit: int = 1000) -> Table:
+    """The row as field / value, times in UTC, the payload cut at ``payload_limit``."""
+    payload = job.payload
+    if len(payload) > payload_limit:
+        payload = payload[:payload_limit] + f" … ({len(job.payload)} characters; --json shows all)"
+    rows = [
+        ("queue", job.queue),
+        ("id", job.id),
+        ("state", job.state),
+        ("task", job.task),
+        ("priority", str(job.priority)),
+        ("attempts", f"{job.attempts - job.refunds} of {job.max_attempts} (token {job.attempts})"),
+        ("enqueued", _when_us(job.enqueued_at)),
+        ("started", _when_us(job.started_at)),
+        ("last attempt", _when_us(job.last_attempted_at)),
+        ("finished", _when_us(job.finished_at)),
+        ("due", _when_ms(job.due_ms)),
+        ("lease deadline", _when_ms(job.lease_deadline)),
+        ("worker", job.worker),
+        ("workers", ", ".join(job.worker_ids)),
+        ("last error", job.last_error),
+        ("result", job.result or ""),
+        ("payload", payload),
+    ]
+    table = Table(title=f"job {job.id}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    for name, value in rows:
+        if value:
+            table.add_row(name, value)
+    for number, error in enumerate(job.error_list, 1):
+        table.add_row(
+            f"error {number}",
+            f"{error.get('exception_class_path', '?')}\n{error.get('traceback', '')}".rstrip(),
+        )
+    return table
+
+
+def ping_view(report: dict[str, Any]) -> Table:
+    rtt = report["rtt_ms"]
+    missing = [name for name, cached in report["scripts"].items() if not cached]
+    cache = f"{len(report['scripts']) - len(missing)}/{len(report['scripts'])} scripts cached"
+    if missing:
+        cache += f"; not yet loaded (on first use): {', '.join(missing)}"
+    table = Table(title=f"EchoMQ server {report['url']}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    table.add_row("server", f"{report['product']} {report['version']} ({report['mode']})")
+    table.add_row(
+        "round trip",
+        f"min {rtt['min']:.3f} ms · median {rtt['median']:.3f} ms · max {rtt['max']:.3f} ms"
+        f" ({rtt['samples']} PINGs)",
+    )
+    table.add_row("script cache", cache)
+    return table
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+def workers_view(workers: Sequence[Any], now: float) -> Table:
+    table = Table(title="EchoMQ workers", caption=f"{len(workers)} live")
+    for name in ("id", "host", "pid", "queues", "running", "up", "last seen"):
+        table.add_column(name, justify="right" if name in ("pid", "running") else "left")
+    for w in sorted(workers, key=lambda w: w.id):
+        table.add_row(
+            w.id,
+            w.host,
+            str(w.pid),
+            ", ".join(w.queues),
+            f"{len(w.running)}/{w.concurrency}",
+            _ago(now - w.started_at),
+            f"{_ago(now - w.last_seen)} ago",
+        )
+    return table

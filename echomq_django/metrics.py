@@ -1,0 +1,205 @@
+"""Prometheus exposition of EchoMQ: jobs per queue and state, event counters, workers.
+
+Mount the view in the project's ``urls.py``::
+
+    import echomq_django.metrics
+
+    urlpatterns = [
+        path("metrics/echomq", echomq_django.metrics.prometheus_view),
+    ]
+
+Access: a request that carries ``Authorization: Bearer <token>`` where the token
+is ``settings.ECHOMQ["METRICS_TOKEN"]`` (what a Prometheus scrape job sends
+with ``authorization: {credentials: ...}``), or a logged-in active staff user.
+With no token configured, only staff users can read it. Every scrape costs one
+read-only script call per queue plus one registry read: no scan of any set.
+
+Families (all labelled by ``queue`` unless said otherwise)::
+
+    echomq_jobs{queue,state}           gauge    jobs in pending/scheduled/active/completed/dead
+    echomq_enqueued_total              counter  jobs enqueued
+    echomq_completed_total             counter  jobs completed
+    echomq_failed_total                counter  failed attempts: retried, or moved to dead
+    echomq_retried_total               counter  failed attempts that were retried
+    echomq_reaped_total                counter  expired leases taken back by a reaper
+    echomq_dead_total                  counter  jobs moved to dead (failed, reaped past max, cancelled)
+    echomq_workers                     gauge    live workers in the registry (no label)
+    echomq_queue_workers{queue}        gauge    live workers that consume the queue
+    echomq_worker_slots                gauge    sum of the live workers' concurrency (no label)
+    echomq_worker_running_jobs         gauge    jobs the live workers are running (no label)
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.http import require_safe
+
+from . import conf
+from .engine.connector import Connector
+from .engine.errors import EchoMQError
+from .engine.jobs import Jobs, QueueStats
+from .engine.keyspace import STATES, validate_queue_name
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# (metric suffix, HELP text, fields of the queue's metrics hash that add up to it)
+COUNTERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("enqueued", "Jobs enqueued.", ("enqueued",)),
+    ("completed", "Jobs completed.", ("completed",)),
+    ("failed", "Failed attempts: retried, or moved to dead.", ("retried", "dead")),
+    ("retried", "Failed attempts that were retried.", ("retried",)),
+    ("reaped", "Expired leases taken back by a reaper.", ("reaped", "reaped_dead")),
+    ("dead", "Jobs moved to dead.", ("dead",)),
+)
+
+
+# ---------------------------------------------------------------------------------------
+# Reads shared with the ``echomq`` command
+# ---------------------------------------------------------------------------------------
+
+
+def known_queues(jobs: Jobs) -> list[str]:
+    """The queues in the registry (every queue ever enqueued to) and in ECHOMQ QUEUES.
+
+    Invalid names in the settings are skipped here: the system checks report them.
+    """
+    names = set(jobs.queues())
+    for name in conf.get_settings().queues:
+        try:
+            names.add(validate_queue_name(name))
+        except ValueError:
+            continue
+    return sorted(names)
+
+
+def queue_stats(jobs: Jobs, queues: Iterable[str]) -> list[QueueStats]:
+    """One consistent snapshot per queue (one read-only script call each)."""
+    return [jobs.stats(queue) for queue in queues]
+
+
+def list_workers(connector: Connector) -> list[Any] | None:
+    """The live workers of the registry, or None while this build has no registry."""
+    try:
+        from .engine.registry import list_workers as registry_list_workers
+    except ImportError:
+        return None
+    return registry_list_workers(connector)
+
+
+# ---------------------------------------------------------------------------------------
+# The exposition format
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Family:
+    """One metric family: its HELP/TYPE lines and its samples."""
+
+    name: str
+    type: str  # "gauge" or "counter"
+    help: str
+    samples: list[tuple[dict[str, str], int | float]] = field(default_factory=list)
+
+    def render(self) -> str:
+        lines = [f"# HELP {self.name} {_escape_help(self.help)}", f"# TYPE {self.name} {self.type}"]
+        for labels, value in self.samples:
+            lines.append(f"{self.name}{_labels(labels)} {value}")
+        return "\n".join(lines) + "\n"
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _labels(labels: dict[str, str]) -> str:
+    if not labels:
+        return ""
+    body = ",".join(f'{k}="{_escape_label(v)}"' for k, v in labels.items())
+    return "{" + body + "}"
+
+
+def _escape_label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def queue_families(stats: Sequence[QueueStats]) -> list[Family]:
+    jobs = Family("echomq_jobs", "gauge", "Jobs in each place of a queue.")
+    for s in stats:
+        jobs.samples += [({"queue": s.queue, "state": state}, s.counts[state]) for state in STATES]
+    families = [jobs]
+    for suffix, help_text, fields in COUNTERS:
+        family = Family(f"echomq_{suffix}_total", "counter", help_text)
+        family.samples = [
+            ({"queue": s.queue}, sum(s.metrics.get(f, 0) for f in fields)) for s in stats
+        ]
+        families.append(family)
+    return families
+
+
+def worker_families(workers: Sequence[Any], queues: Iterable[str]) -> list[Family]:
+    per_queue = Family("echomq_queue_workers", "gauge", "Live workers that consume the queue.")
+    per_queue.samples = [
+        ({"queue": q}, sum(1 for w in workers if q in w.queues)) for q in sorted(set(queues))
+    ]
+    return [
+        Family("echomq_workers", "gauge", "Live workers in the registry.", [({}, len(workers))]),
+        per_queue,
+        Family(
+            "echomq_worker_slots",
+            "gauge",
+            "Sum of the live workers' concurrency.",
+            [({}, sum(w.concurrency for w in workers))],
+        ),
+        Family(
+            "echomq_worker_running_jobs",
+            "gauge",
+            "Jobs the live workers are running.",
+            [({}, sum(len(w.running) for w in workers))],
+        ),
+    ]
+
+
+def exposition(jobs: Jobs) -> str:
+    """The whole text page for every known queue."""
+    queues = known_queues(jobs)
+    families = queue_families(queue_stats(jobs, queues))
+    workers = list_workers(jobs.connector)
+    if workers is not None:
+        queues_seen = {q for w in workers for q in w.queues} | set(queues)
+        families += worker_families(workers, queues_seen)
+    return "".join(f.render() for f in families)
+
+
+# ---------------------------------------------------------------------------------------
+# The view
+# ---------------------------------------------------------------------------------------
+
+
+def _allowed(request: HttpRequest) -> bool:
+    """A matching bearer token, or an active staff user."""
+    token = conf.get_settings().metrics_token
+    header = request.headers.get("Authorization", "")
+    if token and header.startswith("Bearer "):
+        return hmac.compare_digest(header.removeprefix("Bearer ").encode(), token.encode())
+    user = getattr(request, "user", None)
+    return bool(user and user.is_active and user.is_staff)
+
+
+@require_safe
+def prometheus_view(request: HttpRequest) -> HttpResponse:
+    """The Prometheus text page; 403 without access, 503 while the server cannot be read."""
+    if not _allowed(request):
+        return HttpResponse("Forbidden\n", status=403, content_type="text/plain")
+    try:
+        body = exposition(conf.get_jobs())
+    except (EchoMQError, redis.RedisError) as exc:  # registry reads are plain redis commands
+        return HttpResponse(
+            f"EchoMQ server unavailable: {exc}\n", status=503, content_type="text/plain"
+        )
+    return HttpResponse(body, content_type=CONTENT_TYPE)
