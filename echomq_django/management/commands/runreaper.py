@@ -1,0 +1,111 @@
+"""``manage.py runreaper [QUEUE ...]``: return expired leases, promote due jobs, trim retention.
+
+This command only adapts settings, arguments and signals; the sweeps are
+:class:`echomq_django.engine.reaper.Reaper`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from echomq_django import conf
+from echomq_django.engine.errors import ServerUnavailable
+from echomq_django.engine.keyspace import validate_queue_name
+from echomq_django.engine.reaper import Reaper
+from echomq_django.management import (
+    log_server_warnings,
+    on_stop_signals,
+    queue_arg,
+    seconds_arg,
+    server_version,
+    setup_logging,
+)
+
+logger = logging.getLogger("echomq.runreaper")
+
+
+class Command(BaseCommand):
+    help = (
+        "Run the EchoMQ reaper: on every tick, per queue, return jobs whose lease expired "
+        "to pending (or to dead past their max attempts), move due scheduled jobs to "
+        "pending, and drop completed and dead jobs past their retention. Each step is a "
+        "loop of bounded script calls. Several reapers may run at once."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "queues",
+            nargs="*",
+            metavar="QUEUE",
+            type=queue_arg,
+            help="Sweep only these queues. Default: the queues of settings.ECHOMQ['QUEUES'], "
+            "of the EchoMQ TASKS backends' QUEUES, and every queue that holds jobs.",
+        )
+        parser.add_argument(
+            "--interval",
+            type=seconds_arg,
+            default=1.0,
+            metavar="SECONDS",
+            help="Seconds between ticks (default: 1).",
+        )
+        parser.add_argument(
+            "--once",
+            action="store_true",
+            help="Run one tick and exit (status 0; non-zero if the server is unreachable).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        setup_logging(options["verbosity"])
+        jobs = conf.get_jobs()
+        explicit = options["queues"]
+        reaper = Reaper(
+            jobs,
+            explicit or configured_queues(),
+            discover=not explicit,
+            interval_s=options["interval"],
+        )
+        logger.info(
+            "reaper on %s (%s): %s, every %gs",
+            jobs.connector.safe_url,
+            server_version(jobs.connector),
+            ", ".join(reaper.queues) if explicit else "configured and discovered queues",
+            reaper.interval_s,
+        )
+        if options["once"]:
+            try:
+                reaper.run(once=True)
+            except ServerUnavailable as exc:
+                raise CommandError(f"the server is unreachable: {exc}") from exc
+            return
+        log_server_warnings(jobs.connector, logger)
+        on_stop_signals(reaper.stop, logger)
+        reaper.run()
+
+
+def configured_queues() -> list[str]:
+    """ECHOMQ['QUEUES'] and the QUEUES of every EchoMQ TASKS backend (valid names only)."""
+    names = list(conf.get_settings().queues)
+    for params in _echomq_backends():
+        names += list(params.get("QUEUES") or ["default"])
+    valid = []
+    for name in dict.fromkeys(names):
+        try:
+            valid.append(validate_queue_name(name))
+        except ValueError:
+            logger.warning("skipping invalid queue name %r from the settings", name)
+    return valid
+
+
+def _echomq_backends() -> Iterator[Mapping[str, Any]]:
+    tasks = getattr(settings, "TASKS", {}) or {}
+    for params in tasks.values():
+        if isinstance(params, Mapping) and str(params.get("BACKEND", "")).startswith(
+            "echomq_django."
+        ):
+            yield params
+

@@ -1,0 +1,141 @@
+"""``manage.py runworker [QUEUE ...]``: run Django tasks from EchoMQ queues.
+
+This command only adapts settings, arguments and signals; the work is done by
+:class:`echomq_django.engine.worker.Worker` with ``execution.execute`` as handler.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from echomq_django import conf
+from echomq_django.engine.retry_policy import RetryPolicy
+from echomq_django.engine.worker import Worker
+from echomq_django.management import (
+    count_arg,
+    log_server_warnings,
+    on_stop_signals,
+    queue_arg,
+    seconds_arg,
+    server_version,
+    setup_logging,
+)
+
+logger = logging.getLogger("echomq.runworker")
+
+
+class Command(BaseCommand):
+    help = (
+        "Run an EchoMQ worker: lease jobs from the given queues (default: 'default'), run "
+        "them as Django tasks, and complete or retry them. The first queue has precedence. "
+        "SIGTERM or SIGINT stops it gracefully (running jobs get --grace seconds to finish, "
+        "the rest go back to pending); a second signal exits at once."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "queues",
+            nargs="*",
+            metavar="QUEUE",
+            type=queue_arg,
+            help="Queues to serve, in order of precedence (default: default).",
+        )
+        parser.add_argument(
+            "--concurrency",
+            type=count_arg,
+            default=1,
+            metavar="N",
+            help="Jobs run at once, each in its own thread of this process (default: 1).",
+        )
+        parser.add_argument(
+            "--burst",
+            action="store_true",
+            help="Exit (status 0) once no job is ready and none is running. Jobs deferred "
+            "to a future time do not keep the worker alive.",
+        )
+        parser.add_argument(
+            "--max-jobs",
+            type=count_arg,
+            metavar="N",
+            help="Exit (status 0) after running N jobs (e.g. to bound memory growth).",
+        )
+        parser.add_argument(
+            "--lease",
+            type=seconds_arg,
+            default=30.0,
+            metavar="SECONDS",
+            help="Lease of a job whose task sets none (default: 30). A heartbeat renews "
+            "the lease of running jobs, so a job may run longer; if the worker dies, "
+            "the reaper returns its jobs once their lease expires.",
+        )
+        parser.add_argument(
+            "--name",
+            metavar="NAME",
+            help="Worker id recorded in each job it runs and in the worker registry "
+            "(default: host:pid:random). Printable ASCII without spaces or quotes.",
+        )
+        parser.add_argument(
+            "--grace",
+            type=float,
+            default=30.0,
+            metavar="SECONDS",
+            help="On SIGTERM/SIGINT, how long running jobs may take to finish before "
+            "they are released back to pending (default: 30).",
+        )
+        parser.add_argument(
+            "--retry-base",
+            type=float,
+            default=1.0,
+            metavar="SECONDS",
+            help="Backoff after a job's first failure, doubled on each further one, with "
+            "jitter, unless the task sets its own (default: 1).",
+        )
+        parser.add_argument(
+            "--retry-max",
+            type=float,
+            default=600.0,
+            metavar="SECONDS",
+            help="Upper bound of the retry backoff (default: 600).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        setup_logging(options["verbosity"])
+        try:
+            from echomq_django.execution import execute
+        except ImportError as exc:
+            raise CommandError(f"the Django execution layer cannot be imported: {exc}") from exc
+        jobs = conf.get_jobs()
+        try:
+            worker = Worker(
+                jobs,
+                options["queues"] or ["default"],
+                execute,
+                concurrency=options["concurrency"],
+                lease_ms=round(options["lease"] * 1000),
+                name=options["name"],
+                burst=options["burst"],
+                max_jobs=options["max_jobs"],
+                grace_s=options["grace"],
+                retry_policy=RetryPolicy(
+                    base_ms=round(options["retry_base"] * 1000),
+                    max_ms=round(options["retry_max"] * 1000),
+                ),
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        logger.info(
+            "worker %s on %s (%s): queues %s, concurrency %d, lease %gs%s",
+            worker.id,
+            jobs.connector.safe_url,
+            server_version(jobs.connector),
+            ", ".join(worker.queues),
+            worker.concurrency,
+            worker.lease_ms / 1000,
+            ", burst" if worker.burst else "",
+        )
+        log_server_warnings(jobs.connector, logger)
+        on_stop_signals(worker.stop, logger)
+        worker.run()
