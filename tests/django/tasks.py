@@ -53,7 +53,9 @@ def returns_a_set():
 
 
 @task(max_attempts=4, retry_backoff=0.25, lease=0.7, result_ttl=60)
-def tuned():
+def tuned(fails=False):
+    if fails:
+        raise ValueError("tuned fails")
     return "ok"
 
 

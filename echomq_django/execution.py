@@ -1,0 +1,162 @@
+"""Run one claimed job as a Django Task: the worker's handler.
+
+``execute(claimed)`` turns a row into a call of a loaded Task object and reports
+the outcome; it never raises (whatever a task or a signal receiver does, the
+worker keeps going). What it does, in order:
+
+1. ``close_old_connections()`` (before and after each job, like a request).
+2. Decode the payload and resolve the task to a Task object already loaded in
+   this process (see :mod:`echomq_django.payload`). A row that cannot be run
+   (corrupt, unknown task such as ``os.system``, backend not configured here) is
+   refused: ``Failure(retry=False)``, so it goes to dead with the reason, never called.
+3. Build the TaskResult from the claimed row (RUNNING, attempts = len(worker_ids)),
+   send ``task_started`` with the backend class as sender, call the task (sync,
+   or a coroutine through ``async_to_sync``; ``TaskContext`` first when
+   ``takes_context``).
+4. A JSON return value is ``Success``. A raised exception, or a return value with
+   no JSON form, is ``Failure`` with ``{"exception_class_path", "traceback"}``.
+   ``task_finished`` is sent when the task is finished: on success, and on the
+   failure that ends it (the last attempt, or a non-JSON return value, which is
+   not retried: the task ran to the end and would again). It is sent inside the
+   ``except`` block, as Django's backends do, so the framework's logger records
+   the traceback. A failed attempt that will be retried is logged as a warning.
+
+``KeyboardInterrupt`` or ``SystemExit`` raised *by a task* (``sys.exit()`` in
+task code) is a failed attempt like any other exception: recorded, retried
+under the task's policy, never propagated into the worker. Stopping the worker
+is the worker's business (SIGINT/SIGTERM: finish or release running jobs).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import traceback
+from dataclasses import replace
+from typing import Any
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from .backends import EchoMQBackend
+from .compat import (
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultStatus,
+    normalize_json,
+    task_backends,
+    task_finished,
+    task_started,
+)
+from .engine.errors import CorruptRow
+from .engine.jobs import Claimed, Job
+from .engine.worker import Failure, Outcome, Success, failure_from_exception
+from .payload import Payload, PayloadError, rebuild_task, task_result
+
+logger = logging.getLogger(__name__)
+
+
+class NonJSONReturnValue(TypeError):
+    """The task returned a value that cannot be stored as JSON: the task fails."""
+
+
+def execute(claimed: Claimed) -> Outcome:
+    """Run the claimed job's task once and say how it went. Never raises."""
+    try:
+        close_old_connections()
+        try:
+            return run(claimed)
+        finally:
+            close_old_connections()
+    except BaseException as exc:  # a bug here must not kill the worker
+        logger.exception("EchoMQ could not run job %s", claimed.id)
+        return failure_from_exception(exc)
+
+
+def run(claimed: Claimed) -> Outcome:
+    if claimed.job is None:
+        return refuse(claimed.id, CorruptRow(claimed.corrupt or "the row cannot be read"))
+    try:
+        result, backend = prepare(claimed.job)
+    except Exception as exc:
+        return refuse(claimed.id, exc)
+    return call(claimed.job, result, backend)
+
+
+def prepare(job: Job) -> tuple[TaskResult, EchoMQBackend]:
+    """The TaskResult of a runnable row and its backend, or an error saying why it is not."""
+    payload = Payload.loads(job.payload)
+    try:
+        backend = task_backends[payload.backend]
+    except Exception as exc:
+        raise PayloadError(f"task backend {payload.backend!r} is not configured here") from exc
+    if not isinstance(backend, EchoMQBackend):
+        raise PayloadError(f"task backend {payload.backend!r} is not an EchoMQBackend here")
+    return task_result(job, payload, rebuild_task(job, payload, backend.task_modules)), backend
+
+
+def refuse(job_id: str, exc: BaseException) -> Failure:
+    """A row that must never run: dead at once, with the reason."""
+    logger.error("EchoMQ refused job %s: %s", job_id, exc)
+    return failure_from_exception(exc, retry=False)
+
+
+def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
+    """Signals around one call of the task; the outcome for the worker."""
+    task = result.task
+    sender = type(backend)
+    try:
+        task_started.send(sender=sender, task_result=result)
+        args = (
+            [TaskContext(task_result=result), *result.args] if task.takes_context else result.args
+        )
+        value = to_json(task.call(*args, **result.kwargs))
+    except BaseException as exc:
+        retry = not isinstance(exc, NonJSONReturnValue)
+        if not retry or job.attempts - job.refunds >= job.max_attempts:
+            result.errors.append(task_error(exc))
+            finish(sender, result, TaskResultStatus.FAILED)  # inside except: exc_info is set
+        else:
+            logger.warning(
+                "Task id=%s path=%s attempt %s failed and will be retried",
+                result.id,
+                task.module_path,
+                result.attempts,
+                exc_info=True,
+            )
+        backoff = backend.options_for(task).retry_backoff_ms  # None: the worker's policy
+        return replace(failure_from_exception(exc, retry=retry), backoff_ms=backoff)
+    object.__setattr__(result, "_return_value", json.loads(value))
+    finish(sender, result, TaskResultStatus.SUCCESSFUL)
+    return Success(value)
+
+
+def to_json(value: Any) -> str:
+    try:
+        return json.dumps(normalize_json(value), separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise NonJSONReturnValue(
+            f"the return value ({type(value).__name__}) cannot be stored as JSON: {exc}"
+        ) from exc
+
+
+def finish(sender: type, result: TaskResult, status: TaskResultStatus) -> None:
+    """Send ``task_finished``; a failing receiver is logged, never changes the outcome.
+
+    The in-memory result's finished_at is this worker's clock; the row gets the server's.
+    """
+    object.__setattr__(result, "status", status)
+    object.__setattr__(result, "finished_at", timezone.now())
+    try:
+        task_finished.send(sender=sender, task_result=result)
+    except Exception:
+        logger.exception("a task_finished receiver failed for task %s", result.id)
+
+
+def task_error(exc: BaseException) -> TaskError:
+    kind = type(exc)
+    return TaskError(
+        exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
+        traceback="".join(traceback.format_exception(exc)),
+    )
