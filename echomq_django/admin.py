@@ -1,0 +1,46 @@
+"""EchoMQ in the Django admin.
+
+Registering the unmanaged ``Queue`` model puts "EchoMQ" on the admin index and
+gives its permissions a home. ``mount`` then serves the EchoMQ pages at
+``<admin>/echomq/`` ahead of the site's own app index for this app, so the
+"EchoMQ" link lands on the dashboard. The default site is mounted here; a
+project with its own ``AdminSite`` calls ``mount(its_site)``.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponseRedirect
+from django.urls import include, path, reverse
+
+from .admin_views import EchoMQAdmin
+from .models import Queue
+
+
+class QueueAdmin(admin.ModelAdmin):
+    """Holds the permissions; its changelist is the dashboard (queues have no rows)."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context=None):
+        return HttpResponseRedirect(reverse(f"{self.admin_site.name}:echomq_dashboard"))
+
+
+def mount(site: admin.AdminSite) -> None:
+    """Serve the EchoMQ pages at ``<site>/echomq/`` (idempotent; registers ``Queue``)."""
+    if getattr(site, "echomq_mounted", False):
+        return
+    if not site.is_registered(Queue):
+        site.register(Queue, QueueAdmin)
+    site_urls = site.get_urls
+
+    def get_urls():
+        views = EchoMQAdmin(site, site.get_model_admin(Queue))
+        return [path(f"{Queue._meta.app_label}/", include(views.get_urls())), *site_urls()]
+
+    site.get_urls = get_urls
+    site.echomq_mounted = True
+
+
+mount(admin.site)

@@ -1,0 +1,619 @@
+"""The EchoMQ pages of the Django admin: dashboard, lists, job detail, operator actions.
+
+Everything is read from the server through the engine (``conf.get_jobs()``), and
+every operator action is one engine call, hence one atomic script. The views
+live inside an ``AdminSite`` (see ``admin.mount``): the site's ``admin_view``
+sends anonymous users to its login page and adds CSRF protection; the
+permissions of the unmanaged ``Queue`` model decide what a staff user may see
+(``view``) and do (``change``: retry, run now, cancel; ``delete``: delete,
+purge). Queue names, states and job ids in URLs are validated by path
+converters before a view runs, so an ill-formed one is a 404 and never a key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import wraps
+from typing import Any
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http.response import HttpResponseBase, HttpResponseNotAllowed
+from django.shortcuts import render
+from django.urls import URLPattern, path, register_converter, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.text import capfirst
+
+from . import admin_chart, conf
+from .engine.errors import CorruptRow, EchoMQError, InvalidJobId, ServerUnavailable, WrongState
+from .engine.jobs import Job, Jobs
+from .engine.keyspace import STATES, QueueKeys, validate_job_id, validate_queue_name
+from .payload import Payload, PayloadError
+
+try:  # the worker registry is written by the worker's module; the admin works without it
+    from .engine.registry import list_workers
+except ImportError:  # pragma: no cover - depends on which parts are installed
+    list_workers = None
+
+PER_PAGE = 50
+ORDER_LABELS = {  # what each place's sorted-set score means
+    "pending": "run order (priority, then first in)",
+    "scheduled": "due time",
+    "active": "lease deadline",
+    "completed": "removal time (end of retention)",
+    "dead": "removal time (end of retention)",
+}
+THROUGHPUT_MINUTES = 60
+# Row fields read with each page entry (one HMGET per entry, inside the page script).
+LIST_FIELDS = (
+    "task", "priority", "attempts", "max_attempts", "enqueued_at", "started_at",
+    "finished_at", "due_ms", "lease_deadline", "worker", "last_error",
+)  # fmt: skip
+
+
+# -- URL converters: validation happens before any view (and any key) -----------------
+
+
+class QueueNameConverter:
+    regex = r"[^/]+"
+
+    def to_python(self, value: str) -> str:
+        return validate_queue_name(value)  # InvalidQueueName is a ValueError: no match, 404
+
+    def to_url(self, value: str) -> str:
+        return validate_queue_name(value)
+
+
+class JobIdConverter(QueueNameConverter):
+    def to_python(self, value: str) -> str:
+        return validate_job_id(value)
+
+    def to_url(self, value: str) -> str:
+        return validate_job_id(value)
+
+
+class StateConverter:
+    regex = "|".join(STATES)
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(QueueNameConverter, "emq_queue")
+register_converter(JobIdConverter, "emq_job")
+register_converter(StateConverter, "emq_state")
+
+
+# -- reading rows for display ----------------------------------------------------------
+
+
+def from_us(value: object) -> datetime | None:
+    """A row's ``*_at`` field (server µs) as an aware datetime; None if absent or bad."""
+    number = _int_or_none(value)
+    return None if number is None else datetime.fromtimestamp(number / 1e6, tz=UTC)
+
+
+def from_ms(value: object) -> datetime | None:
+    """A row's ``*_ms`` field or ``lease_deadline`` (server ms) as an aware datetime."""
+    number = _int_or_none(value)
+    return None if number is None else datetime.fromtimestamp(number / 1e3, tz=UTC)
+
+
+def _int_or_none(value: object) -> int | None:
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value)) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def pretty_json(raw: str | None) -> tuple[str, bool]:
+    """(text, parsed): indented JSON when ``raw`` parses, else ``raw`` unchanged."""
+    if raw is None:
+        return "", False
+    try:
+        return json.dumps(json.loads(raw), indent=2, sort_keys=True, ensure_ascii=False), True
+    except ValueError:
+        return raw, False
+
+
+@dataclass(frozen=True, slots=True)
+class ShownPayload:
+    """The backend's payload as the detail page shows it; a corrupt one still renders."""
+
+    task: str
+    args: str  # pretty JSON
+    kwargs: str
+    options: str  # the other keys (backend, takes_context...), pretty JSON
+    raw: str  # the payload as stored (pretty when it is JSON), when it cannot be read
+    problem: str  # why the backend could not read it ("" if it can)
+
+    @classmethod
+    def of(cls, raw: str) -> ShownPayload:
+        try:
+            payload = Payload.loads(raw)
+        except PayloadError as exc:
+            return cls("", "", "", "", pretty_json(raw)[0], str(exc))
+        options = {
+            "backend": payload.backend,
+            "takes_context": payload.takes_context,
+            "idempotency_key": payload.idempotency_key,
+        }
+        return cls(
+            task=payload.task,
+            args=json.dumps(payload.args, indent=2, ensure_ascii=False),
+            kwargs=json.dumps(payload.kwargs, indent=2, sort_keys=True, ensure_ascii=False),
+            options=json.dumps(options, indent=2, ensure_ascii=False),
+            raw="",
+            problem="",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ListedJob:
+    """One entry of a place's sorted set with the row fields a list shows."""
+
+    id: str
+    task: str
+    priority: int | None
+    attempts: int | None
+    max_attempts: int | None
+    enqueued: datetime | None
+    started: datetime | None
+    finished: datetime | None
+    due: datetime | None
+    lease_deadline: datetime | None
+    worker: str
+    last_error: str
+    missing: bool  # the set names a job whose row is gone (trimmed or deleted meanwhile)
+
+    @classmethod
+    def from_fields(cls, job_id: str, fields: dict[str, str | None]) -> ListedJob:
+        return cls(
+            id=job_id,
+            task=fields.get("task") or "",
+            priority=_int_or_none(fields.get("priority")),
+            attempts=_int_or_none(fields.get("attempts")),
+            max_attempts=_int_or_none(fields.get("max_attempts")),
+            enqueued=from_us(fields.get("enqueued_at")),
+            started=from_us(fields.get("started_at")),
+            finished=from_us(fields.get("finished_at")),
+            due=from_ms(fields.get("due_ms")),
+            lease_deadline=from_ms(fields.get("lease_deadline")),
+            worker=fields.get("worker") or "",
+            last_error=fields.get("last_error") or "",
+            missing=all(v is None for v in fields.values()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StateCount:
+    state: str
+    count: int
+    url: str  # the list of this place
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSummary:
+    """A dashboard row: one queue's places, and its last hour of throughput."""
+
+    name: str
+    counts: list[StateCount]
+    spark: admin_chart.Sparkline
+    completed: int
+    failed: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    """A live worker from the registry, with its times as datetimes for the page."""
+
+    id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    running: list[str]
+    started: datetime
+    last_seen: datetime
+
+    @classmethod
+    def of(cls, info: Any) -> WorkerRow:
+        return cls(
+            id=info.id,
+            host=info.host,
+            pid=info.pid,
+            queues=list(info.queues),
+            concurrency=info.concurrency,
+            running=list(info.running),
+            started=datetime.fromtimestamp(info.started_at, tz=UTC),
+            last_seen=datetime.fromtimestamp(info.last_seen, tz=UTC),
+        )
+
+    @property
+    def load(self) -> int:
+        """Busy slots in percent (for the little bar)."""
+        return round(100 * len(self.running) / max(self.concurrency, 1))
+
+
+# -- operator actions: each is one engine call -------------------------------------------
+
+
+def _one(count: int, what: str) -> str:
+    return f"{count} {what}" if count == 1 else f"{count} {what}s"
+
+
+def _retry(jobs: Jobs, queue: str, job_id: str) -> str:
+    if not jobs.retry_dead(queue, [job_id]).moved:
+        raise WrongState(f"job {job_id} is not dead: there is nothing to retry")
+    return f"Job {job_id} moved to pending."
+
+
+def _run_now(jobs: Jobs, queue: str, job_id: str) -> str:
+    jobs.run_now(queue, job_id)
+    return f"Job {job_id} moved to pending: it runs next."
+
+
+def _cancel(jobs: Jobs, queue: str, job_id: str) -> str:
+    jobs.cancel(queue, job_id)
+    return f"Job {job_id} cancelled (moved to dead; it can still be retried)."
+
+
+def _delete(jobs: Jobs, queue: str, job_id: str) -> str:
+    state = jobs.delete(queue, job_id)
+    return f"Job {job_id} deleted (it was {state})."
+
+
+def _retry_all_dead(jobs: Jobs, queue: str) -> str:
+    return f"{_one(jobs.retry_dead(queue).moved, 'job')} moved to pending."
+
+
+def _purge(state: str) -> Callable[[Jobs, str], str]:
+    def purge(jobs: Jobs, queue: str) -> str:
+        return f"{_one(jobs.trim(queue, state, purge=True).moved, f'{state} job')} purged."
+
+    return purge
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """An operator action: who may run it, where it applies, whether it asks first."""
+
+    slug: str
+    label: str
+    permission: str  # "change" or "delete" on the Queue model
+    run: Callable[..., str]  # (jobs, queue[, job_id]) -> the success message
+    states: tuple[str, ...] = STATES  # job actions: the states it is offered in
+    confirm: str = ""  # non-empty: a confirmation step that says this first
+    style: str = ""  # CSS class of the button
+
+
+JOB_ACTIONS = {
+    a.slug: a
+    for a in (
+        Action("retry", "Retry", "change", _retry, states=("dead",), style="default"),
+        Action("run-now", "Run now", "change", _run_now, states=("scheduled",), style="default"),
+        Action("cancel", "Cancel", "change", _cancel, states=("pending", "scheduled")),
+        Action(
+            "delete", "Delete", "delete", _delete, style="deletelink",
+            confirm="The job and its row (arguments, errors, result) are removed for good. "
+            "A worker still running it finds it gone and cannot complete it.",
+        ),
+    )
+}  # fmt: skip
+QUEUE_ACTIONS = {
+    a.slug: a
+    for a in (
+        Action(
+            "retry-dead", "Retry all dead", "change", _retry_all_dead, states=("dead",),
+            confirm="Every dead job of this queue goes back to pending with a fresh attempt budget.",
+        ),
+        Action(
+            "purge-dead", "Purge dead", "delete", _purge("dead"), states=("dead",),
+            style="deletelink", confirm="Every dead job of this queue is removed for good.",
+        ),
+        Action(
+            "purge-completed", "Purge completed", "delete", _purge("completed"),
+            states=("completed",), style="deletelink",
+            confirm="Every completed job of this queue and its result are removed for good.",
+        ),
+    )
+}  # fmt: skip
+
+
+# -- the views ----------------------------------------------------------------------------
+
+View = Callable[..., HttpResponseBase]
+
+
+def server_errors(view: View) -> View:
+    """Render a lost server as a clear 503 page inside the admin, never a 500."""
+
+    @wraps(view)
+    def wrapper(self: EchoMQAdmin, request: HttpRequest, *args: Any, **kwargs: Any):
+        try:
+            return view(self, request, *args, **kwargs)
+        except ServerUnavailable as exc:
+            context = self.context(request, "Server unavailable", error=str(exc))
+            return render(request, "admin/echomq/unavailable.html", context, status=503)
+
+    return wrapper
+
+
+class EchoMQAdmin:
+    """The EchoMQ pages of one admin site, guarded by one ``ModelAdmin``'s permissions."""
+
+    def __init__(self, site: admin.AdminSite, model_admin: admin.ModelAdmin) -> None:
+        self.site = site
+        self.model_admin = model_admin
+
+    def get_urls(self) -> list[URLPattern]:
+        """Patterns relative to ``<admin>/echomq/``; names are prefixed ``echomq_``."""
+        wrap = self.site.admin_view
+        return [
+            path("", wrap(self.dashboard), name="echomq_dashboard"),
+            path("search/", wrap(self.search), name="echomq_search"),
+            path(
+                "queues/<emq_queue:queue>/<emq_state:state>/",
+                wrap(self.job_list),
+                name="echomq_list",
+            ),
+            path(
+                "queues/<emq_queue:queue>/jobs/<emq_job:job_id>/",
+                wrap(self.job_detail),
+                name="echomq_job",
+            ),
+            path(
+                "queues/<emq_queue:queue>/jobs/<emq_job:job_id>/<slug:action>/",
+                wrap(self.job_action),
+                name="echomq_job_action",
+            ),
+            path(
+                "queues/<emq_queue:queue>/actions/<slug:action>/",
+                wrap(self.queue_action),
+                name="echomq_queue_action",
+            ),
+        ]
+
+    # -- helpers ------------------------------------------------------------------
+
+    def url(self, name: str, **kwargs: Any) -> str:
+        return reverse(f"admin:echomq_{name}", kwargs=kwargs, current_app=self.site.name)
+
+    def require(self, request: HttpRequest, permission: str) -> None:
+        """Raise PermissionDenied (403) unless the user holds ``permission`` on Queue."""
+        check = getattr(self.model_admin, f"has_{permission}_permission")
+        if not check(request):
+            raise PermissionDenied(f"you need the {permission} permission on EchoMQ queues")
+
+    def allowed(self, request: HttpRequest, actions: dict[str, Action], state: str) -> list[Action]:
+        """The actions offered in ``state`` that this user holds the permission for."""
+        held = {
+            "change": self.model_admin.has_change_permission(request),
+            "delete": self.model_admin.has_delete_permission(request),
+        }
+        return [a for a in actions.values() if state in a.states and held[a.permission]]
+
+    def context(self, request: HttpRequest, title: str, **extra: Any) -> dict[str, Any]:
+        request.current_app = self.site.name  # {% url 'admin:...' %} resolves on this site
+        return {
+            **self.site.each_context(request),
+            "title": title,
+            "opts": self.model_admin.model._meta,
+            "app_label": self.model_admin.model._meta.app_label,
+            "server": conf.get_settings().safe_url,
+            "dashboard_url": self.url("dashboard"),
+            "search_url": self.url("search"),
+            "now": datetime.now(tz=UTC),
+            **extra,
+        }
+
+    @staticmethod
+    def known_queues(jobs: Jobs) -> list[str]:
+        """The registry's queues and the configured ones (a bad configured name is skipped)."""
+        names = set(jobs.queues())
+        for name in conf.get_settings().queues:
+            try:
+                names.add(QueueKeys.of(name).queue)
+            except ValueError:
+                continue
+        return sorted(names)
+
+    def back(self, request: HttpRequest, fallback: str) -> HttpResponseRedirect:
+        """Redirect to the form's ``next`` when it is a local URL, else to ``fallback``."""
+        target = request.POST.get("next", "")
+        if target and url_has_allowed_host_and_scheme(
+            target, {request.get_host()}, require_https=request.is_secure()
+        ):
+            return HttpResponseRedirect(target)
+        return HttpResponseRedirect(fallback)
+
+    # -- pages ----------------------------------------------------------------------
+
+    @server_errors
+    def dashboard(self, request: HttpRequest) -> HttpResponse:
+        """Every queue's counts, the last hour's throughput, the workers alive."""
+        self.require(request, "view")
+        jobs = conf.get_jobs()
+        queues, series = [], []
+        for name in self.known_queues(jobs):
+            one = jobs.throughput(name, THROUGHPUT_MINUTES)
+            series.append(one)
+            queues.append(self.summary(name, jobs.stats(name).counts, one))
+        totals = [sum(q.counts[i].count for q in queues) for i in range(len(STATES))]
+        workers = list_workers(jobs.connector) if list_workers is not None else []
+        context = self.context(
+            request,
+            "EchoMQ",
+            queues=queues,
+            totals=list(zip(STATES, totals)),
+            chart=admin_chart.throughput_chart(admin_chart.merge(series)),
+            workers=sorted((WorkerRow.of(w) for w in workers), key=lambda w: (w.host, w.pid, w.id)),
+            registry_available=list_workers is not None,
+        )
+        return render(request, "admin/echomq/dashboard.html", context)
+
+    def summary(self, queue: str, counts: dict[str, int], series: admin_chart.Series):
+        return QueueSummary(
+            name=queue,
+            counts=[
+                StateCount(s, counts[s], self.url("list", queue=queue, state=s)) for s in STATES
+            ],
+            spark=admin_chart.sparkline(series),
+            completed=sum(done for _, done, _ in series),
+            failed=sum(failed for _, _, failed in series),
+        )
+
+    @server_errors
+    def job_list(self, request: HttpRequest, queue: str, state: str) -> HttpResponse:
+        """One page of a place's sorted set, read with offsets (never the whole set)."""
+        self.require(request, "view")
+        jobs = conf.get_jobs()
+        newest = request.GET.get("order") == "newest"
+        number = max(_int_or_none(request.GET.get("page")) or 1, 1)
+        page = jobs.page(
+            queue, state, offset=(number - 1) * PER_PAGE, count=PER_PAGE,
+            newest_first=newest, fields=LIST_FIELDS,
+        )  # fmt: skip
+        pages = max((page.total + PER_PAGE - 1) // PER_PAGE, 1)
+        stats = jobs.stats(queue)
+        context = self.context(
+            request,
+            f"{queue} · {state}",
+            queue=queue,
+            state=state,
+            tabs=self.summary(queue, stats.counts, ()).counts,
+            rows=[ListedJob.from_fields(e.id, e.fields) for e in page.entries],
+            total=page.total,
+            page_number=number,
+            pages=pages,
+            first_index=(number - 1) * PER_PAGE + 1,
+            last_index=(number - 1) * PER_PAGE + len(page.entries),
+            order="newest" if newest else "oldest",
+            order_label=ORDER_LABELS[state],
+            queue_actions=self.allowed(request, QUEUE_ACTIONS, state),
+            retry=next(iter(self.allowed(request, {"retry": JOB_ACTIONS["retry"]}, state)), None),
+        )
+        return render(request, "admin/echomq/job_list.html", context)
+
+    @server_errors
+    def job_detail(self, request: HttpRequest, queue: str, job_id: str) -> HttpResponse:
+        """Everything the row holds; a row that is not a valid job is shown raw."""
+        self.require(request, "view")
+        jobs = conf.get_jobs()
+        try:
+            job = jobs.get(queue, job_id)
+        except CorruptRow as exc:
+            raw = jobs.connector.client.hgetall(QueueKeys.of(queue).job(job_id))
+            context = self.context(
+                request, f"Job {job_id}", queue=queue, job_id=job_id, problem=str(exc),
+                raw=sorted(raw.items()),
+                actions=self.allowed(request, {"delete": JOB_ACTIONS["delete"]}, "dead"),
+            )  # fmt: skip
+            return render(request, "admin/echomq/job_corrupt.html", context)
+        if job is None:
+            raise Http404(f"no job {job_id} in queue {queue}")
+        result, result_is_json = pretty_json(job.result)
+        context = self.context(
+            request,
+            job.task or f"Job {job.id}",
+            queue=queue,
+            job=job,
+            payload=ShownPayload.of(job.payload),
+            result=result,
+            result_is_json=result_is_json,
+            errors=job.error_list,
+            times=self.job_times(job),
+            actions=self.allowed(request, JOB_ACTIONS, job.state),
+            list_url=self.url("list", queue=queue, state=job.state),
+        )
+        return render(request, "admin/echomq/job_detail.html", context)
+
+    @staticmethod
+    def job_times(job: Job) -> list[tuple[str, datetime | None]]:
+        return [
+            ("Enqueued", from_us(job.enqueued_at)),
+            ("Due", from_ms(job.due_ms)),
+            ("First started", from_us(job.started_at)),
+            ("Last attempted", from_us(job.last_attempted_at)),
+            ("Lease deadline", from_ms(job.lease_deadline)),
+            ("Finished", from_us(job.finished_at)),
+        ]
+
+    @server_errors
+    def search(self, request: HttpRequest) -> HttpResponse:
+        """Find a job by id in every known queue (an id does not name its queue)."""
+        self.require(request, "view")
+        wanted = request.GET.get("id", "").strip().lower()
+        try:
+            job_id = validate_job_id(wanted)
+        except InvalidJobId:
+            messages.error(request, f"“{wanted[:80]}” is not a job id (a lowercase UUIDv7).")
+            return HttpResponseRedirect(self.url("dashboard"))
+        jobs = conf.get_jobs()
+        client = jobs.connector.client
+        for queue in self.known_queues(jobs):
+            if client.exists(QueueKeys.of(queue).job(job_id)):
+                return HttpResponseRedirect(self.url("job", queue=queue, job_id=job_id))
+        messages.warning(request, f"No job {job_id} in any known queue.")
+        return HttpResponseRedirect(self.url("dashboard"))
+
+    # -- actions ----------------------------------------------------------------------
+
+    @server_errors
+    def job_action(self, request: HttpRequest, queue: str, job_id: str, action: str):
+        """Retry, run now, cancel or delete one job."""
+        chosen = JOB_ACTIONS.get(action)
+        if chosen is None:
+            raise Http404(f"unknown action {action!r}")
+        detail = self.url("job", queue=queue, job_id=job_id)
+        after = detail if chosen.slug != "delete" else self.url("dashboard")
+        return self.act(request, chosen, (queue, job_id), f"Job {job_id}", detail, after)
+
+    @server_errors
+    def queue_action(self, request: HttpRequest, queue: str, action: str):
+        """Retry all dead jobs of a queue, or purge its dead or completed set."""
+        chosen = QUEUE_ACTIONS.get(action)
+        if chosen is None:
+            raise Http404(f"unknown action {action!r}")
+        listing = self.url("list", queue=queue, state=chosen.states[0])
+        return self.act(request, chosen, (queue,), f"Queue {queue}", listing, listing)
+
+    def act(
+        self,
+        request: HttpRequest,
+        action: Action,
+        target: tuple[str, ...],
+        subject: str,
+        cancel_url: str,
+        after: str,
+    ) -> HttpResponseBase:
+        """Check the permission, ask first when the action says so, run it, report it."""
+        self.require(request, action.permission)
+        if request.method == "GET" and action.confirm:
+            context = self.context(
+                request, f"{action.label}: are you sure?", action=action, subject=subject,
+                queue=target[0], cancel_url=cancel_url,
+                next=request.GET.get("next", ""),
+            )  # fmt: skip
+            return render(request, "admin/echomq/confirm.html", context)
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if action.confirm and request.POST.get("confirm") != "yes":
+            return HttpResponseRedirect(request.path)  # not confirmed: ask first
+        try:
+            messages.success(request, action.run(conf.get_jobs(), *target))
+        except ServerUnavailable:
+            raise
+        except EchoMQError as exc:
+            messages.error(request, f"{action.label} failed: {capfirst(str(exc))}")
+            return self.back(request, cancel_url)
+        return self.back(request, after)
