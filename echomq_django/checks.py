@@ -253,7 +253,7 @@ def primaries(connector: Connector) -> list[tuple[str, Any]]:
     client = connector.client
     if not connector.is_cluster:
         return [("The server", client)]
-    nodes = client.getprimaries()
+    nodes = client.get_primaries()
     return [(f"Node {node.name}", client.get_redis_connection(node)) for node in nodes]
 
 

@@ -34,17 +34,16 @@ from __future__ import annotations
 import hmac
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import redis
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
 from . import conf
-from .engine.connector import Connector
 from .engine.errors import EchoMQError
 from .engine.jobs import Jobs, QueueStats
 from .engine.keyspace import STATES, validate_queue_name
+from .engine.registry import WorkerInfo, list_workers
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -81,15 +80,6 @@ def known_queues(jobs: Jobs) -> list[str]:
 def queue_stats(jobs: Jobs, queues: Iterable[str]) -> list[QueueStats]:
     """One consistent snapshot per queue (one read-only script call each)."""
     return [jobs.stats(queue) for queue in queues]
-
-
-def list_workers(connector: Connector) -> list[Any] | None:
-    """The live workers of the registry, or None while this build has no registry."""
-    try:
-        from .engine.registry import list_workers as registry_list_workers
-    except ImportError:
-        return None
-    return registry_list_workers(connector)
 
 
 # ---------------------------------------------------------------------------------------
@@ -142,7 +132,7 @@ def queue_families(stats: Sequence[QueueStats]) -> list[Family]:
     return families
 
 
-def worker_families(workers: Sequence[Any], queues: Iterable[str]) -> list[Family]:
+def worker_families(workers: Sequence[WorkerInfo], queues: Iterable[str]) -> list[Family]:
     per_queue = Family("echomq_queue_workers", "gauge", "Live workers that consume the queue.")
     per_queue.samples = [
         ({"queue": q}, sum(1 for w in workers if q in w.queues)) for q in sorted(set(queues))
@@ -170,9 +160,7 @@ def exposition(jobs: Jobs) -> str:
     queues = known_queues(jobs)
     families = queue_families(queue_stats(jobs, queues))
     workers = list_workers(jobs.connector)
-    if workers is not None:
-        queues_seen = {q for w in workers for q in w.queues} | set(queues)
-        families += worker_families(workers, queues_seen)
+    families += worker_families(workers, {q for w in workers for q in w.queues} | set(queues))
     return "".join(f.render() for f in families)
 
 
@@ -198,7 +186,7 @@ def prometheus_view(request: HttpRequest) -> HttpResponse:
         return HttpResponse("Forbidden\n", status=403, content_type="text/plain")
     try:
         body = exposition(conf.get_jobs())
-    except (EchoMQError, redis.RedisError) as exc:  # registry reads are plain redis commands
+    except (EchoMQError, redis.RedisError) as exc:  # the queue registry is read with SMEMBERS
         return HttpResponse(
             f"EchoMQ server unavailable: {exc}\n", status=503, content_type="text/plain"
         )

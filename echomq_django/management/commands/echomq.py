@@ -41,7 +41,8 @@ from echomq_django.engine import script
 from echomq_django.engine.errors import EchoMQError, ServerUnavailable
 from echomq_django.engine.jobs import SWEEP_LIMIT, Job, QueueStats, Sweep
 from echomq_django.engine.keyspace import STATES, validate_job_id, validate_queue_name
-from echomq_django.metrics import COUNTERS, known_queues, list_workers, queue_stats
+from echomq_django.engine.registry import WorkerInfo, list_workers
+from echomq_django.metrics import COUNTERS, known_queues, queue_stats
 
 PURGEABLE = ("completed", "dead")
 
@@ -273,8 +274,6 @@ class Command(BaseCommand):
 
     def do_workers(self, as_json: bool, **_: Any) -> None:
         workers = list_workers(conf.get_connector())
-        if workers is None:
-            raise CommandError("this build has no worker registry (echomq_django.engine.registry)")
         if as_json:
             self.emit_json([dataclasses.asdict(w) for w in workers])
         else:
@@ -385,7 +384,7 @@ def _ago(seconds: float) -> str:
     return f"{seconds // 3600}h"
 
 
-def workers_view(workers: Sequence[Any], now: float) -> Table:
+def workers_view(workers: Sequence[WorkerInfo], now: float) -> Table:
     table = Table(title="EchoMQ workers", caption=f"{len(workers)} live")
     for name in ("id", "host", "pid", "queues", "running", "up", "last seen"):
         table.add_column(name, justify="right" if name in ("pid", "running") else "left")

@@ -1,0 +1,208 @@
+"""System checks (configuration, reachability) and the deploy checks on real servers."""
+
+from __future__ import annotations
+
+import pytest
+from django.core import checks
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+
+from echomq_django import conf
+from echomq_django.checks import (
+    check_server,
+    check_server_deploy,
+    check_settings,
+    server_findings,
+    server_warnings,
+)
+from echomq_django.embedded import free_port
+from echomq_django.engine.connector import Connector
+
+BACKEND = "echomq_django.backends.EchoMQBackend"
+
+
+def ids(messages) -> list[str]:
+    return [m.id for m in messages]
+
+
+@pytest.fixture
+def good_settings(settings, url, redis_client):
+    settings.ECHOMQ = {"URL": url, "QUEUES": ["default", "emails"]}
+    settings.TASKS = {
+        "default": {
+            "BACKEND": BACKEND,
+            "QUEUES": ["default", "emails"],
+            "OPTIONS": {"MAX_ATTEMPTS": 5, "ENQUEUE_ON_COMMIT": True},
+        }
+    }
+    conf.reset()
+    yield settings
+    conf.reset()
+
+
+# ---------------------------------------------------------------------------------------
+# Configuration
+# ---------------------------------------------------------------------------------------
+
+
+def test_a_good_configuration_passes_every_check(good_settings):
+    assert check_settings() == []
+    assert check_server() == []
+
+
+def test_echomq_must_be_a_dict(good_settings):
+    good_settings.ECHOMQ = "redis://localhost"
+    [message] = check_settings()
+    assert message.id == "echomq.E001" and message.level == checks.ERROR
+    assert message.hint
+
+
+def test_unknown_echomq_keys_are_an_error(good_settings):
+    good_settings.ECHOMQ = {**good_settings.ECHOMQ, "QUEUS": ["x"]}
+    [message] = check_settings()
+    assert message.id == "echomq.E002"
+    assert "'QUEUS'" in message.msg and "QUEUES" in message.hint
+
+
+def test_a_missing_url_warns_that_the_default_is_used(good_settings):
+    good_settings.ECHOMQ = {"QUEUES": ["default"]}
+    [message] = check_settings()
+    assert message.id == "echomq.W001" and message.level == checks.WARNING
+    assert conf.DEFAULT_URL in message.msg
+
+
+@pytest.mark.parametrize("bad_url", ["http://example.com", "localhost:6379", 6379])
+def test_a_url_the_connector_cannot_use_is_an_error(good_settings, bad_url):
+    good_settings.ECHOMQ = {"URL": bad_url}
+    assert ids(check_settings()) == ["echomq.E003"]
+    assert check_server() == []  # no connection attempt with an unusable URL
+
+
+def test_unknown_backend_options_are_an_error(good_settings):
+    good_settings.TASKS["default"]["OPTIONS"] = {"MAX_ATTEMPTS": 3, "MAX_ATEMPTS": 3}
+    [message] = check_settings()
+    assert message.id == "echomq.E004"
+    assert "'MAX_ATEMPTS'" in message.msg and "MAX_ATTEMPTS" in message.hint
+
+
+def test_options_of_other_backends_are_not_ours_to_judge(good_settings):
+    good_settings.TASKS = {
+        "default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
+        "other": {"BACKEND": "no.such.Backend", "OPTIONS": {"WHATEVER": 1}},
+    }
+    assert check_settings() == []
+
+
+@pytest.mark.parametrize("bad", ["a{b}", "", "with space", "x" * 101])
+def test_invalid_queue_names_are_an_error_in_either_setting(good_settings, bad):
+    good_settings.ECHOMQ = {**good_settings.ECHOMQ, "QUEUES": ["default", bad]}
+    good_settings.TASKS["default"]["QUEUES"] = [bad]
+    messages = check_settings()
+    assert ids(messages) == ["echomq.E005", "echomq.E005"]
+    assert "ECHOMQ['QUEUES']" in messages[0].msg
+    assert "TASKS['default']['QUEUES']" in messages[1].msg
+
+
+def test_a_queue_list_given_as_a_string_is_an_error(good_settings):
+    # tuple("default") would silently be seven one-letter queues
+    good_settings.ECHOMQ = {**good_settings.ECHOMQ, "QUEUES": "default"}
+    [message] = check_settings()
+    assert message.id == "echomq.E005" and "list of queue names" in message.msg
+
+
+def test_an_unreachable_server_is_a_warning_with_a_hint(good_settings):
+    good_settings.ECHOMQ = {"URL": f"redis://127.0.0.1:{free_port()}/0"}
+    [message] = check_server()
+    assert message.id == "echomq.W002" and message.level == checks.WARNING
+    assert "does not answer" in message.msg and message.hint
+
+
+def test_the_checks_are_registered_and_fail_manage_py_check(good_settings):
+    call_command("check", "--tag", "echomq")  # no error
+    good_settings.ECHOMQ = {"URL": "http://nope"}
+    with pytest.raises(SystemCheckError, match=r"echomq\.E003"):
+        call_command("check", "--tag", "echomq")
+
+
+def test_manage_py_check_reports_a_password_masked(good_settings):
+    good_settings.ECHOMQ = {"URL": f"redis://user:s3cret@127.0.0.1:{free_port()}/0"}
+    [message] = check_server()
+    assert "s3cret" not in message.msg and "***" in message.msg
+
+
+# ---------------------------------------------------------------------------------------
+# Deployment: persistence and eviction, on servers started each way
+# ---------------------------------------------------------------------------------------
+
+
+def findings_of(server) -> list[str]:
+    connector = Connector.from_url(server.url)
+    try:
+        return [f.id for f in server_findings(connector)]
+    finally:
+        connector.close()
+
+
+def test_a_server_without_aof_or_rdb_loses_jobs_on_restart(valkey_server):
+    # the suite's servers run with appendonly no and save ""
+    connector = Connector.from_url(valkey_server.url)
+    [warning] = server_warnings(connector)
+    connector.close()
+    assert "persists nothing" in warning
+
+
+def test_aof_on_and_noeviction_gives_no_warning(aof_server):
+    assert findings_of(aof_server) == []
+
+
+def test_rdb_snapshots_alone_count_as_persistence(rdb_server):
+    assert findings_of(rdb_server) == []
+
+
+def test_an_evicting_memory_policy_is_a_warning(lru_server):
+    connector = Connector.from_url(lru_server.url)
+    [finding] = server_findings(connector)
+    connector.close()
+    assert finding.id == "echomq.W011"
+    assert "allkeys-lru" in finding.message and "noeviction" in finding.hint
+
+
+def test_config_refused_means_persistence_cannot_be_verified(make_acl_server):
+    acl = make_acl_server("~emq:* +@all -config")
+    connector = Connector.from_url(acl.url)
+    [finding] = server_findings(connector)
+    connector.close()
+    assert finding.id == "echomq.W010" and "cannot be read" in finding.message
+
+
+def test_server_warnings_never_raise_on_an_unreachable_server():
+    connector = Connector.from_url(f"redis://127.0.0.1:{free_port()}/0")
+    [warning] = server_warnings(connector)
+    assert "could not be read" in warning
+
+
+def test_check_deploy_reports_the_server_findings(settings, lru_server, aof_server):
+    settings.ECHOMQ = {"URL": lru_server.url}
+    conf.reset()
+    assert ids(check_server_deploy()) == ["echomq.W011"]
+    settings.ECHOMQ = {"URL": aof_server.url}
+    assert check_server_deploy() == []
+    found = checks.run_checks(include_deployment_checks=True, tags=["echomq"])
+    assert "echomq.W011" not in ids(found)
+    conf.reset()
+
+
+def test_check_deploy_leaves_an_unreachable_server_to_w002(settings):
+    settings.ECHOMQ = {"URL": f"redis://127.0.0.1:{free_port()}/0"}
+    found = ids(checks.run_checks(include_deployment_checks=True, tags=["echomq"]))
+    assert found == ["echomq.W002"]
+    conf.reset()
+
+
+def test_every_cluster_primary_is_checked(valkey_cluster, cluster_client):
+    host, port = valkey_cluster.startup_nodes[0]
+    connector = Connector.from_url(f"redis+cluster://{host}:{port}/0")
+    warnings = server_warnings(connector)
+    connector.close()
+    assert len(warnings) == 3
+    assert all(w.startswith("Node ") and "persists nothing" in w for w in warnings)
