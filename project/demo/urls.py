@@ -1,3 +1,13 @@
-"""Demo URLs (empty for now: the demo's views are added here)."""
+"""Demo URLs: /demo/ (enqueue) and /demo/tasks/<id>/ (live status)."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from . import views
+
+app_name = "demo"
+
+urlpatterns = [
+    path("demo/", views.index, name="index"),
+    path("demo/tasks/<str:result_id>/", views.status, name="status"),
+    path("demo/tasks/<str:result_id>/status.json", views.status_json, name="status_json"),
+]
