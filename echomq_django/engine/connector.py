@@ -92,7 +92,11 @@ class Connector:
         self.url = url
         self.is_cluster = isinstance(client, redis.RedisCluster)
         self.script_loads = 0
-        self._loads_lock = threading.Lock()
+        # SHA -> how many times this connector loaded it. A call notes the count
+        # before it is sent; on NOSCRIPT it loads only if the count has not moved,
+        # so threads that meet NOSCRIPT together send the body once, not once each.
+        self._loaded: dict[str, int] = {}
+        self._loads_lock = threading.RLock()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Connector:
@@ -120,10 +124,11 @@ class Connector:
     def run(self, script: Script, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
         """EVALSHA ``script``; on NOSCRIPT load it once and run it again by SHA."""
         try:
+            loaded = self._loaded.get(script.sha, 0)
             try:
                 return self.client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
-                self.load(script)
+                self._reload(script, loaded)
                 return self.client.evalsha(script.sha, len(keys), *keys, *args)
         except Exception as exc:
             raise translate_error(exc) from exc
@@ -138,11 +143,12 @@ class Connector:
         if not calls:
             return []
         try:
+            loaded = {call.script.sha: self._loaded.get(call.script.sha, 0) for call in calls}
             replies = self._pipeline(calls)
             missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
             if missing:
                 for script in {calls[i].script.sha: calls[i].script for i in missing}.values():
-                    self.load(script)
+                    self._reload(script, loaded[script.sha])
                 for i, reply in zip(missing, self._pipeline([calls[i] for i in missing])):
                     replies[i] = reply
         except Exception as exc:
@@ -189,14 +195,23 @@ class Connector:
         except redis.RedisError as exc:
             return exc
 
+    def _reload(self, script: Script, loaded_before: int) -> None:
+        """Load ``script`` after NOSCRIPT unless another thread loaded it since the call went out."""
+        with self._loads_lock:
+            if self._loaded.get(script.sha, 0) == loaded_before:
+                self.load(script)
+
     def load(self, script: Script) -> None:
         """SCRIPT LOAD the body (on every primary of a cluster) and count it."""
-        sha = self.client.script_load(script.body)
-        if isinstance(sha, dict):  # a cluster answers per node
-            sha = next(iter(sha.values()))
-        if sha != script.sha:
-            raise ScriptError(f"server hashed script {script.name} as {sha}, expected {script.sha}")
         with self._loads_lock:
+            sha = self.client.script_load(script.body)
+            if isinstance(sha, dict):  # a cluster answers per node
+                sha = next(iter(sha.values()))
+            if sha != script.sha:
+                raise ScriptError(
+                    f"server hashed script {script.name} as {sha}, expected {script.sha}"
+                )
+            self._loaded[script.sha] = self._loaded.get(script.sha, 0) + 1
             self.script_loads += 1
 
     def ping(self) -> bool:
