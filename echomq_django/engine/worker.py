@@ -117,8 +117,9 @@ class _Lease:
     released: bool = False
 
     @property
-    def key(self) -> tuple[str, str]:
-        return self.claimed.queue, self.claimed.id
+    def key(self) -> tuple[str, str, int]:
+        """A job may come back to this worker (released, reaped): its token tells the two apart."""
+        return self.claimed.queue, self.claimed.id, self.claimed.token
 
     @property
     def task(self) -> str:
@@ -173,7 +174,7 @@ class Worker:
 
         self._lock = threading.Lock()  # guards _held, stats, _outbox
         self._room = threading.Condition(self._lock)  # notified when a held job is let go
-        self._held: dict[tuple[str, str], _Lease] = {}
+        self._held: dict[tuple[str, str, int], _Lease] = {}
         self._ready: queue_module.SimpleQueue[_Lease | None] = queue_module.SimpleQueue()
         self._outbox: list[tuple[_Lease, str]] = []
         self._outbox_since = 0.0

@@ -1,0 +1,80 @@
+"""A worker or reaper process on the engine alone (no Django), for the process tests.
+
+    python -m tests.worker.engine_proc worker --url URL [--stats FILE] [options] QUEUE ...
+    python -m tests.worker.engine_proc reaper --url URL [--interval S] QUEUE ...
+
+The worker's handler reads the payload as ``{"sleep": seconds, "fail": bool}``:
+it sleeps, then fails or returns the pid that ran it. Signals are handled by the
+same helper ``runworker`` uses (SIGTERM/SIGINT graceful, a second one at once).
+On exit the worker writes its WorkerStats as JSON to ``--stats``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import sys
+import time
+
+from echomq_django.engine.connector import Connector
+from echomq_django.engine.jobs import Claimed, Jobs
+from echomq_django.engine.reaper import Reaper
+from echomq_django.engine.retry_policy import RetryPolicy
+from echomq_django.engine.worker import Outcome, Success, Worker
+from echomq_django.management import LOG_FORMAT, on_stop_signals
+
+logger = logging.getLogger("echomq.test-proc")
+
+
+def handler(claimed: Claimed) -> Outcome:
+    spec = json.loads(claimed.job.payload) if claimed.job else {}
+    time.sleep(float(spec.get("sleep", 0)))
+    if spec.get("fail"):
+        raise RuntimeError("asked to fail")
+    return Success(json.dumps({"pid": os.getpid()}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("kind", choices=["worker", "reaper"])
+    parser.add_argument("queues", nargs="+")
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--lease-ms", type=int, default=1000)
+    parser.add_argument("--name")
+    parser.add_argument("--grace", type=float, default=30.0)
+    parser.add_argument("--burst", action="store_true")
+    parser.add_argument("--stats")
+    parser.add_argument("--interval", type=float, default=0.1)
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT)
+    jobs = Jobs(Connector.from_url(args.url))
+    if args.kind == "reaper":
+        reaper = Reaper(jobs, args.queues, discover=False, interval_s=args.interval)
+        on_stop_signals(reaper.stop, logger)
+        reaper.run()
+        return 0
+    worker = Worker(
+        jobs,
+        args.queues,
+        handler,
+        concurrency=args.concurrency,
+        lease_ms=args.lease_ms,
+        name=args.name,
+        burst=args.burst,
+        grace_s=args.grace,
+        retry_policy=RetryPolicy(base_ms=0),
+    )
+    on_stop_signals(worker.stop, logger)
+    stats = worker.run()
+    if args.stats:
+        with open(args.stats, "w") as f:
+            json.dump(dataclasses.asdict(stats), f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

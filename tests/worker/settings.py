@@ -1,0 +1,14 @@
+"""Settings for the ``runworker``/``runreaper`` subprocesses of the worker tests.
+
+The server URL comes from ``ECHOMQ_TEST_URL`` (read by ``tests.settings``).
+"""
+
+from tests.settings import *  # noqa: F403
+
+TASKS = {
+    "default": {
+        "BACKEND": "echomq_django.backends.EchoMQBackend",
+        "QUEUES": ["default", "slow"],
+        "OPTIONS": {"TASK_MODULES": ["tests.worker.tasks"], "RETRY_BACKOFF": 0},
+    }
+}

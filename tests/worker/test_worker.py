@@ -1,0 +1,308 @@
+"""The engine worker in-process, on real servers: outcomes, leases, idling, shutdown."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from echomq_django.engine import registry
+from echomq_django.engine.jobs import NewJob
+from echomq_django.engine.keyspace import QueueKeys
+from echomq_django.engine.retry_policy import RetryPolicy
+from echomq_django.engine.worker import Failure, Success, Worker, error_json
+from tests.worker.conftest import wait_until
+
+NO_BACKOFF = RetryPolicy(base_ms=0)
+
+
+def enqueue(jobs, queue="q", n=1, **fields):
+    return [
+        jobs.enqueue(queue, NewJob(payload=json.dumps(i), task="t", **fields)).id for i in range(n)
+    ]
+
+
+def test_completes_jobs_with_their_results(jobs, start_worker):
+    ids = enqueue(jobs, n=3)
+    stats = start_worker(lambda c: Success(f"done {c.job.payload}"), burst=True).stats()
+    assert (stats.claimed, stats.completed, stats.retried, stats.dead) == (3, 3, 0, 0)
+    for i, job_id in enumerate(ids):
+        job = jobs.get("q", job_id)
+        assert (job.state, job.result, job.attempts) == ("completed", f"done {i}", 1)
+
+
+def test_failures_keep_class_path_and_traceback_and_die_past_max_attempts(jobs, start_worker):
+    (job_id,) = enqueue(jobs, max_attempts=2)
+
+    def boom(claimed):
+        raise ValueError(f"boom {claimed.token}")
+
+    stats = start_worker(boom, burst=True, retry_policy=NO_BACKOFF).stats()
+    assert (stats.retried, stats.dead, stats.completed) == (1, 1, 0)
+    job = jobs.get("q", job_id)
+    assert job.state == "dead" and job.attempts == 2
+    assert job.last_error == "ValueError: boom 2"
+    errors = job.error_list
+    assert [e["exception_class_path"] for e in errors] == ["builtins.ValueError"] * 2
+    assert "raise ValueError" in errors[0]["traceback"] and "boom 1" in errors[0]["traceback"]
+
+
+def test_backoff_schedules_the_retry_and_burst_exits_with_only_future_jobs(jobs, start_worker):
+    (job_id,) = enqueue(jobs, max_attempts=5)
+    policy = RetryPolicy(base_ms=60_000, jitter=0)
+    t0 = time.time() * 1000
+    stats = start_worker(lambda c: 1 / 0, burst=True, retry_policy=policy).stats(timeout=5)
+    assert stats.retried == 1
+    job = jobs.get("q", job_id)
+    assert job.state == "scheduled"
+    assert t0 + 59_000 < job.due_ms < t0 + 62_000
+
+
+def test_a_failure_may_choose_its_backoff_or_refuse_retries(jobs, start_worker):
+    first, second = enqueue(jobs, n=2, max_attempts=5)
+
+    def handler(claimed):
+        if claimed.id == first:
+            return Failure(error_json("app.Slow", "later"), "Slow: later", backoff_ms=30_000)
+        return Failure(error_json("app.Unknown", "no such task"), "Unknown", retry=False)
+
+    stats = start_worker(handler, burst=True).stats()
+    assert (stats.retried, stats.dead) == (1, 1)
+    assert jobs.get("q", first).state == "scheduled"
+    refused = jobs.get("q", second)
+    assert refused.state == "dead" and refused.attempts == 1
+    assert refused.error_list[0]["exception_class_path"] == "app.Unknown"
+
+
+@pytest.mark.parametrize(
+    "bug",
+    [
+        pytest.param(lambda: (_ for _ in ()).throw(SystemExit(3)), id="sys-exit"),
+        pytest.param(lambda: (_ for _ in ()).throw(KeyboardInterrupt()), id="keyboard-interrupt"),
+        pytest.param(lambda: None, id="returns-none"),
+        pytest.param(lambda: Success(result=42), id="non-string-result"),
+        pytest.param(lambda: Failure(error="not json", summary="Bad: x"), id="non-json-error"),
+    ],
+)
+def test_handler_bugs_are_failures_never_a_dead_worker(jobs, start_worker, bug):
+    broken, fine = enqueue(jobs, n=2, max_attempts=1)
+    stats = start_worker(lambda c: bug() if c.id == broken else Success("ok"), burst=True).stats()
+    assert (stats.dead, stats.completed) == (1, 1)
+    job = jobs.get("q", broken)
+    assert job.state == "dead" and job.error_list[0]["exception_class_path"]
+    assert jobs.get("q", fine).state == "completed"
+
+
+def test_a_corrupt_row_goes_to_dead_without_running(jobs, redis_client, start_worker):
+    (job_id,) = enqueue(jobs)
+    redis_client.hset(QueueKeys.of("q").job(job_id), "lease_ms", "not-a-number")
+    called = []
+    stats = start_worker(lambda c: called.append(c) or Success(), burst=True).stats()
+    assert called == [] and stats.dead == 1
+    row = redis_client.hgetall(QueueKeys.of("q").job(job_id))  # Job.from_row would refuse it
+    assert row[b"state"] == b"dead" and b"CorruptRow" in row[b"last_error"]
+
+
+def test_the_first_queue_has_precedence(jobs, start_worker):
+    low = enqueue(jobs, "low", n=4)
+    high = enqueue(jobs, "high", n=4)
+    order = []
+    start_worker(lambda c: order.append(c.id) or Success(), ["high", "low"], burst=True).stats()
+    assert order == high + low
+
+
+def test_max_jobs_stops_after_n(jobs, start_worker):
+    enqueue(jobs, n=5)
+    stats = start_worker(lambda c: Success(), max_jobs=3).stats()
+    assert (stats.claimed, stats.completed) == (3, 3)
+    assert jobs.stats("q").counts["pending"] == 2
+
+
+def _blocked(worker: Worker) -> bool:
+    return worker._blocking_since is not None
+
+
+def test_an_idle_worker_blocks_on_the_server_and_wakes_on_enqueue(jobs, start_worker, redis_client):
+    started = {}
+    rw = start_worker(
+        lambda c: started.setdefault(c.id, time.perf_counter()) and Success(), idle_block_s=30
+    )
+    wait_until(lambda: _blocked(rw.worker))
+    calls_before = _total_calls(redis_client)
+    time.sleep(1.0)
+    idle_calls = _total_calls(redis_client) - calls_before
+    t0 = time.perf_counter()
+    (job_id,) = enqueue(jobs)
+    wait_until(lambda: job_id in started, timeout=2)
+    assert started[job_id] - t0 < 0.5  # woken by the enqueue, not by a poll interval
+    assert idle_calls <= 4  # a registry heartbeat at most: no polling loop
+
+
+def _total_calls(client) -> int:
+    stats = client.info("commandstats")
+    return sum(v["calls"] for k, v in stats.items() if k != "cmdstat_info")
+
+
+def test_a_scheduled_job_starts_on_time_without_a_reaper(jobs, start_worker):
+    started = {}
+    rw = start_worker(
+        lambda c: started.setdefault(c.id, time.time() * 1000) and Success(), idle_block_s=30
+    )
+    wait_until(lambda: _blocked(rw.worker))
+    due = int(time.time() * 1000) + 300
+    (job_id,) = enqueue(jobs, due_ms=due)
+    wait_until(lambda: job_id in started, timeout=3)
+    assert -5 <= started[job_id] - due < 250  # typically a few ms; loose for a busy CI
+
+
+def test_a_job_three_leases_long_is_renewed_and_completes_once(jobs, start_worker):
+    (job_id,) = enqueue(jobs)
+    seen = []
+
+    def slow(claimed):
+        seen.append(claimed.token)
+        time.sleep(0.9)
+        return Success("slow")
+
+    first = start_worker(slow, lease_ms=300)
+    second = start_worker(slow, lease_ms=300)
+    wait_until(lambda: jobs.get("q", job_id).state == "completed", timeout=5)
+    assert jobs.reap("q").moved == 0
+    first.worker.stop(), second.worker.stop()
+    assert seen == [1]
+    job = jobs.get("q", job_id)
+    assert job.attempts == 1 and job.result == "slow" and job.error_list == []
+    assert first.stats().lost + second.stats().lost == 0
+
+
+@pytest.mark.parametrize(("notice", "lease_ms"), [("on-complete", 5000), ("on-extend", 300)])
+def test_a_lost_lease_is_never_completed_over_its_new_holder(jobs, start_worker, notice, lease_ms):
+    """The handler loses its own lease (released, then re-claimed by another thread).
+
+    With a long lease the loss shows when the fence refuses the complete; with a
+    short one, the heartbeat's extend is refused first and the outcome discarded.
+    """
+    (job_id,) = enqueue(jobs)
+    calls = []
+
+    def handler(claimed):
+        calls.append(claimed.token)
+        if claimed.token == 1:
+            jobs.release("q", claimed.id, claimed.token)  # as if reaped after a stall
+            wait_until(lambda: len(calls) == 2 and jobs.get("q", job_id).state == "completed")
+            if notice == "on-extend":
+                time.sleep(0.3)  # several heartbeats: the extend is refused first
+            return Success("zombie")
+        return Success("holder")
+
+    stats = start_worker(handler, lease_ms=lease_ms, concurrency=2, burst=True).stats()
+    job = jobs.get("q", job_id)
+    assert (job.state, job.result, job.attempts) == ("completed", "holder", 2)
+    assert stats.completed == 1
+    if notice == "on-extend":
+        assert (stats.lost, stats.stale) == (1, 0)
+    else:
+        assert (stats.lost, stats.stale) == (0, 1)
+
+
+def test_stop_lets_a_running_job_finish_within_grace(jobs, start_worker):
+    (job_id,) = enqueue(jobs)
+    running = threading.Event()
+
+    def handler(claimed):
+        running.set()
+        time.sleep(0.4)
+        return Success("finished")
+
+    rw = start_worker(handler, grace_s=5)
+    running.wait(5)
+    t0 = time.monotonic()
+    rw.worker.stop()
+    stats = rw.stats()
+    assert time.monotonic() - t0 < 2
+    assert stats.completed == 1 and jobs.get("q", job_id).state == "completed"
+
+
+def test_stop_releases_what_outlives_grace_without_counting_an_attempt(jobs, start_worker):
+    (job_id,) = enqueue(jobs)
+    running, let_go = threading.Event(), threading.Event()
+
+    def handler(claimed):
+        running.set()
+        let_go.wait(10)
+        return Success("too late")
+
+    rw = start_worker(handler, grace_s=0.2)
+    running.wait(5)
+    t0 = time.monotonic()
+    rw.worker.stop()
+    stats = rw.stats()
+    let_go.set()
+    assert time.monotonic() - t0 < 1.5
+    assert (stats.released, stats.completed) == (1, 0)
+    job = jobs.get("q", job_id)
+    assert (job.state, job.attempts, job.refunds) == ("pending", 1, 1)
+
+
+def test_the_registry_shows_a_running_worker_and_forgets_it(jobs, start_worker):
+    (job_id,) = enqueue(jobs)
+    let_go = threading.Event()
+    rw = start_worker(
+        lambda c: let_go.wait(10) and Success(),
+        ["q", "other"],
+        registry_interval_s=0.05,
+        concurrency=3,
+        name="w-registry",
+    )
+    info = wait_until(lambda: [w for w in registry.list_workers(jobs.connector) if w.running])
+    assert [(w.id, w.queues, w.concurrency, w.running) for w in info] == [
+        ("w-registry", ["q", "other"], 3, [job_id])
+    ]
+    assert info[0].started_at <= info[0].last_seen <= time.time()
+    let_go.set()
+    rw.worker.stop()
+    rw.stats()
+    assert registry.list_workers(jobs.connector) == []
+
+
+def test_a_dead_workers_entry_expires_by_itself(jobs, redis_client):
+    now = time.time()
+    info = registry.WorkerInfo("gone:1", "host", 1, ["q"], 1, [], now, now)
+    registry.heartbeat(jobs.connector, info, ttl_s=0.1)
+    assert [w.id for w in registry.list_workers(jobs.connector)] == ["gone:1"]
+    time.sleep(0.2)
+    assert registry.list_workers(jobs.connector) == []
+    assert redis_client.zcard("emq:workers") == 0  # the index entry was pruned
+
+
+def test_the_worker_reconnects_after_its_connections_are_killed(jobs, start_worker, redis_client):
+    ids = enqueue(jobs, n=60)
+    killed = threading.Event()
+
+    def handler(claimed):
+        time.sleep(0.005)
+        if claimed.id == ids[20] and not killed.is_set():
+            killed.set()
+            redis_client.client_kill_filter(_type="normal", skipme=True)
+        return Success()
+
+    start_worker(handler, concurrency=4, burst=True).stats(timeout=20)
+    assert killed.is_set()
+    # A claim whose reply died with the connection holds its jobs until the lease
+    # ends: the reaper's business, as after a crash. Nothing is lost either way.
+    wait_until(lambda: jobs.reap("q") and jobs.stats("q").counts["active"] == 0, timeout=5)
+    start_worker(lambda c: Success(), burst=True).stats()
+    assert jobs.stats("q").counts["completed"] == 60
+
+
+def test_bad_options_are_refused_before_anything_runs(jobs):
+    with pytest.raises(ValueError, match="concurrency"):
+        Worker(jobs, ["q"], Success, concurrency=0)
+    with pytest.raises(ValueError, match="queue"):
+        Worker(jobs, ["bad name"], Success)
+    with pytest.raises(ValueError, match="worker id"):
+        Worker(jobs, ["q"], Success, name="has space")
+    with pytest.raises(ValueError, match="at least one queue"):
+        Worker(jobs, [], Success)
