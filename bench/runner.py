@@ -62,6 +62,7 @@ class Results:
     # samples[phase][lib_label] -> list of values (one per repetition)
     samples: dict = field(default_factory=dict)
     errors: dict = field(default_factory=dict)  # (phase, label) -> message
+    load: list = field(default_factory=list)  # 1-min load average after each measurement
 
     def add(self, phase, label, value):
         self.samples.setdefault(phase, {}).setdefault(label, []).append(value)
@@ -211,6 +212,7 @@ def run(cfg, adapters, url, res: Results):
                         continue
                     if out is None:
                         continue  # not applicable to this library
+                    res.load.append(os.getloadavg()[0])
                     for k, v in out.items():
                         res.add(f"{phase}_{k}", label, v)
                     brief = ", ".join(
@@ -342,7 +344,7 @@ def render(cfg, adapters, skipped, labels, res, meta):
         w("**Quick mode** (small N, few samples): a smoke test, not figures to quote.")
         w("")
     w(f"- Date: {meta['date']}; total run time {meta['duration']}")
-    w(f"- Machine: {meta['machine']}")
+    w(f"- Machine: {meta['machine']}; {meta['load']}")
     w(f"- Server: {meta['server']} (started by the harness, persistence off, loopback TCP)")
     w(f"- Client: {meta['client']}")
     for k in cols:
@@ -621,6 +623,7 @@ def main(argv=None):
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "duration": f"{(time.monotonic() - t_start) / 60:.1f} min",
             "machine": machine(),
+            "load": load_note(res.load),
             "server": server.describe(url),
             "client": f"Python {platform.python_version()}, "
             + ", ".join(f"{d} {metadata.version(d)}" for d in ("redis", "hiredis") if _has_dist(d)),
@@ -652,6 +655,13 @@ def main(argv=None):
             indent=1,
         )
     return 0
+
+
+def load_note(samples):
+    if not samples:
+        return "load average not sampled"
+    lo, mid, hi = min(samples), common.median(samples), max(samples)
+    return f"1-min load average during the run {lo:.1f} / {mid:.1f} / {hi:.1f} (min / median / max)"
 
 
 def _has_dist(name):
