@@ -1,0 +1,339 @@
+"""The chaos soak: real workers, real reapers, real faults, and an audit that must balance.
+
+::
+
+    python bench/soak.py --jobs 100000 --workers 4 --threads 4 --reapers 2 --minutes 10
+
+What it does:
+
+1. Starts its own server with AOF (``EmbeddedServer(appendonly=True)``).
+2. Starts ``--workers`` ``manage.py runworker`` processes (``--threads`` jobs at once
+   each) and ``--reapers`` ``manage.py runreaper`` processes on the soak settings
+   (``bench/soak_settings.py``) and task (``bench/soak_tasks.py``).
+3. Enqueues ``--jobs`` jobs through the Django backend's own payload encoding, in
+   pipelined batches, while the workers already run. Each job gets a plan: fast,
+   slow (outlives its lease: the heartbeat must keep it), flaky (random failures,
+   retried), poison (always fails: must end dead).
+4. Chaos, for most of the run: SIGKILL a random worker every ``--kill-every``
+   seconds and start a fresh one; SIGSTOP a random worker for twice the lease
+   every ``--pause-every`` seconds (its leases expire, other workers take its
+   jobs, and when it wakes its completes must be refused); restart the server
+   once in the middle (SHUTDOWN, AOF reload).
+5. Lets the queue drain without chaos, stops everything, and audits the
+   server's own data against the tasks' side logs (``bench/soak_audit.py``).
+
+Exit status 0 only if every audit check passes. ``--json`` writes the audit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script: bench/ and echomq_django/ importable
+    sys.path.insert(0, str(ROOT))
+
+from bench.soak_audit import Audit, audit  # noqa: E402
+from echomq_django.embedded import EmbeddedServer, find_server_binary  # noqa: E402
+
+QUEUE = "soak"
+BATCH = 500
+
+
+@dataclass
+class Options:
+    jobs: int
+    workers: int
+    threads: int
+    reapers: int
+    minutes: float
+    lease: float
+    kill_every: float
+    pause_every: float
+    restart: bool
+    flaky: float
+    fail: float
+    slow: float
+    poison: float
+    seed: int
+    out: Path
+    binary: str | None
+    json_path: Path | None
+
+
+def parse_args(argv: list[str] | None = None) -> Options:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--jobs", type=int, default=100_000)
+    p.add_argument("--workers", type=int, default=4, help="runworker processes")
+    p.add_argument("--threads", type=int, default=4, help="--concurrency of each worker")
+    p.add_argument("--reapers", type=int, default=2, help="runreaper processes")
+    p.add_argument("--minutes", type=float, default=10.0, help="time budget of the whole run")
+    p.add_argument("--lease", type=float, default=1.0, help="job lease in seconds")
+    p.add_argument("--kill-every", type=float, default=3.0, help="seconds between SIGKILLs")
+    p.add_argument("--pause-every", type=float, default=8.0, help="seconds between SIGSTOPs")
+    p.add_argument("--no-restart", dest="restart", action="store_false")
+    p.add_argument("--flaky", type=float, default=0.10, help="share of flaky jobs")
+    p.add_argument("--fail", type=float, default=0.3, help="failure chance per flaky attempt")
+    p.add_argument("--slow", type=float, default=0.01, help="share of jobs outliving the lease")
+    p.add_argument("--poison", type=float, default=0.002, help="share of always-failing jobs")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--out", type=Path, default=None, help="directory for logs (default: temp)")
+    p.add_argument("--binary", default=None, help="server binary (default: embedded Valkey)")
+    p.add_argument("--json", dest="json_path", type=Path, default=None, help="write the audit")
+    a = p.parse_args(argv)
+    out = a.out or Path(tempfile.mkdtemp(prefix="echomq-soak-"))
+    out.mkdir(parents=True, exist_ok=True)
+    seed = a.seed if a.seed is not None else random.randrange(2**32)
+    return Options(**{**vars(a), "out": out, "seed": seed})
+
+
+# -- processes ----------------------------------------------------------------------------
+
+
+@dataclass
+class Fleet:
+    """The worker and reaper processes, and every fault done to them."""
+
+    opts: Options
+    env: dict[str, str]
+    workers: dict[int, tuple[str, subprocess.Popen]] = field(default_factory=dict)
+    reapers: list[subprocess.Popen] = field(default_factory=list)
+    generation: int = 0
+    killed: set[str] = field(default_factory=set)
+    paused: set[str] = field(default_factory=set)
+    events: list[tuple[float, str, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen:
+        log = open(self.opts.out / log_name, "ab")  # noqa: SIM115 - the child owns it
+        return subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), *args],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def start_worker(self, slot: int) -> None:
+        self.generation += 1
+        name = f"soak-{slot}-{self.generation}"
+        proc = self._spawn(
+            ["runworker", QUEUE, "--concurrency", str(self.opts.threads),
+             "--lease", str(self.opts.lease), "--name", name, "--grace", "5", "-v", "0"],
+            f"{name}.log",
+        )  # fmt: skip
+        self.workers[slot] = (name, proc)
+
+    def start(self) -> None:
+        for slot in range(self.opts.workers):
+            self.start_worker(slot)
+        for i in range(self.opts.reapers):
+            self.reapers.append(
+                self._spawn(
+                    ["runreaper", QUEUE, "--interval", "0.25", "-v", "0"], f"reaper-{i}.log"
+                )
+            )
+
+    def note(self, kind: str, target: str) -> None:
+        with self.lock:
+            self.events.append((time.time(), kind, target))
+
+    def kill_one(self, rng: random.Random) -> None:
+        """SIGKILL a random worker (no release, no goodbye) and start a fresh one."""
+        slot = rng.randrange(self.opts.workers)
+        name, proc = self.workers[slot]
+        os.kill(proc.pid, signal.SIGCONT)  # a paused worker is killed as well
+        proc.kill()
+        proc.wait()
+        self.killed.add(name)
+        self.note("SIGKILL", name)
+        self.start_worker(slot)
+
+    def pause_one(self, rng: random.Random) -> None:
+        """SIGSTOP a random worker for twice the lease: a zombie that wakes up late."""
+        name, proc = self.workers[rng.randrange(self.opts.workers)]
+        if name in self.paused or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGSTOP)
+        self.paused.add(name)
+        self.note("SIGSTOP", name)
+
+        def wake() -> None:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                self.note("SIGCONT", name)
+
+        threading.Timer(2 * self.opts.lease, wake).start()
+
+    def stop(self) -> None:
+        """SIGTERM everything (graceful), wait, and SIGKILL what does not exit."""
+        procs = [p for _, p in self.workers.values()] + self.reapers
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# -- enqueue ------------------------------------------------------------------------------
+
+
+def plan_of(rng: random.Random, opts: Options) -> str:
+    r = rng.random()
+    for plan, share in (("poison", opts.poison), ("slow", opts.slow), ("flaky", opts.flaky)):
+        if r < share:
+            return plan
+        r -= share
+    return "fast"
+
+
+def enqueue_all(opts: Options, rng: random.Random, plans: dict[str, str], progress: list[int]):
+    """Enqueue every job in pipelined batches; ride out the server restart."""
+    from bench.soak_tasks import soak_job
+    from echomq_django import conf
+    from echomq_django.compat import task_backends
+    from echomq_django.engine.errors import ServerUnavailable
+
+    backend = task_backends["default"]
+    jobs = conf.get_jobs()
+    for start in range(0, opts.jobs, BATCH):
+        batch = []
+        for n in range(start, min(start + BATCH, opts.jobs)):
+            plan = plan_of(rng, opts)
+            job = backend.new_job(soak_job, [n, plan], {"fail": opts.fail})
+            plans[job.id] = plan
+            batch.append(job)
+        while batch:
+            try:
+                jobs.enqueue_many(QUEUE, batch)
+                batch = []
+            except ServerUnavailable:
+                time.sleep(0.2)  # a lost reply: keep only the jobs the server does not hold
+                batch = missing(jobs, batch)
+        progress[0] = min(start + BATCH, opts.jobs)
+
+
+def missing(jobs, batch):
+    from echomq_django.engine.errors import ServerUnavailable
+
+    while True:
+        try:
+            return [job for job in batch if jobs.get(QUEUE, job.id) is None]
+        except ServerUnavailable:
+            time.sleep(0.2)
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def finished_count(client) -> int:
+    try:
+        return client.zcard(f"emq:{{{QUEUE}}}:completed") + client.zcard(f"emq:{{{QUEUE}}}:dead")
+    except Exception:
+        return -1  # the server is restarting
+
+
+def run(opts: Options) -> Audit:
+    import django
+    import redis
+
+    rng = random.Random(opts.seed)
+    server = EmbeddedServer(
+        binary=opts.binary or find_server_binary(), appendonly=True, dir=opts.out / "server"
+    ).start()
+    logs = opts.out / "side"
+    logs.mkdir(exist_ok=True)
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "bench.soak_settings",
+        "SOAK_URL": server.url,
+        "SOAK_LEASE_S": str(opts.lease),
+        "SOAK_LOG_DIR": str(logs),
+        "PYTHONPATH": str(ROOT),
+    }
+    os.environ.update({k: env[k] for k in ("DJANGO_SETTINGS_MODULE", "SOAK_URL", "SOAK_LEASE_S")})
+    django.setup()
+    client = redis.Redis.from_url(server.url, socket_timeout=5)
+    fleet = Fleet(opts, env)
+    plans: dict[str, str] = {}
+    progress = [0]
+    t0 = time.monotonic()
+    budget = opts.minutes * 60
+    chaos_until = budget * 0.7
+    print(f"soak: seed {opts.seed}, server {server.product} {server.version}, logs {opts.out}")
+    try:
+        fleet.start()
+        feeder = threading.Thread(
+            target=enqueue_all, args=(opts, random.Random(opts.seed + 1), plans, progress)
+        )
+        feeder.start()
+        next_kill = opts.kill_every
+        next_pause = opts.pause_every
+        restarted = not opts.restart
+        last_report = 0.0
+        while True:
+            time.sleep(0.1)
+            now = time.monotonic() - t0
+            done = finished_count(client)
+            if done >= opts.jobs and not feeder.is_alive():
+                break
+            if now > budget:
+                print("soak: time budget exhausted before the queue drained")
+                break
+            if now < chaos_until:
+                if now >= next_kill:
+                    fleet.kill_one(rng)
+                    next_kill = now + rng.uniform(0.5, 1.5) * opts.kill_every
+                if now >= next_pause:
+                    fleet.pause_one(rng)
+                    next_pause = now + rng.uniform(0.5, 1.5) * opts.pause_every
+                if not restarted and (done >= opts.jobs // 2 or now >= chaos_until / 2):
+                    fleet.note("server restart", f"{server.product} pid {server.pid}")
+                    server.restart(timeout=60)
+                    restarted = True
+            if now - last_report >= 5:
+                last_report = now
+                print(
+                    f"soak: {now:6.1f}s enqueued {progress[0]:>7} finished {done:>7} "
+                    f"kills {len(fleet.killed)} pauses {len(fleet.paused)}",
+                    flush=True,
+                )
+        feeder.join()
+        elapsed = time.monotonic() - t0
+    finally:
+        fleet.stop()
+    with open(opts.out / "faults.jsonl", "w") as f:
+        for moment, kind, target in fleet.events:
+            f.write(json.dumps({"t": moment, "fault": kind, "target": target}) + "\n")
+    result = audit(client, plans, logs, fleet, opts.out, elapsed)
+    server.stop(cleanup=False)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parse_args(argv)
+    result = run(opts)
+    print(result.table())
+    if opts.json_path:
+        opts.json_path.write_text(json.dumps(result.as_dict(), indent=2))
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""The soak's audit: the server's own data against the tasks' side logs.
+
+Two independent witnesses. The server says where each job ended, how many
+claims it took (``attempts``: the fencing token) and why each claim but the
+last ended (the row's ``errors``: the task's failure, or ``LeaseExpired`` from
+a reaper). The side logs (``bench/soak_tasks.py``) say which worker process
+really ran which job under which token, and whether it got to the end.
+
+Because a job is active under one token at a time and every claim ends in
+exactly one of complete / retry (error appended) / reap (LeaseExpired appended)
+/ release (refund), claim ``t`` of a job with no refunds ended with
+``errors[t-1]``. That lets each execution be matched to its explanation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+QUEUE = "soak"
+STATES = ("pending", "scheduled", "active", "completed", "dead")
+LEASE_EXPIRED = "echomq_django.engine.errors.LeaseExpired"
+TASK_FAILURE = "bench.soak_tasks.SoakFailure"
+FIELDS = ("state", "attempts", "refunds", "errors", "worker_ids", "result")
+
+
+@dataclass
+class Check:
+    name: str
+    value: Any
+    ok: bool | None = None  # None: a number reported, not a pass/fail check
+
+
+@dataclass
+class Audit:
+    checks: list[Check] = field(default_factory=list)
+
+    def add(self, name: str, value: Any, ok: bool | None = None) -> None:
+        self.checks.append(Check(name, value, ok))
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok is not False for c in self.checks)
+
+    def table(self) -> str:
+        lines = ["| check | value | |", "|---|---:|---|"]
+        for c in self.checks:
+            mark = "" if c.ok is None else ("ok" if c.ok else "**FAIL**")
+            lines.append(f"| {c.name} | {c.value} | {mark} |")
+        lines.append(f"\n**audit: {'PASS' if self.ok else 'FAIL'}**")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "checks": [c.__dict__ for c in self.checks]}
+
+
+def read_rows(client, ids: list[str]) -> dict[str, dict[str, str | None]]:
+    rows: dict[str, dict[str, str | None]] = {}
+    for i in range(0, len(ids), 1000):
+        chunk = ids[i : i + 1000]
+        pipe = client.pipeline(transaction=False)
+        for jid in chunk:
+            pipe.hmget(f"emq:{{{QUEUE}}}:job:{jid}", *FIELDS)
+        for jid, values in zip(chunk, pipe.execute()):
+            rows[jid] = {f: (v.decode() if v is not None else None) for f, v in zip(FIELDS, values)}
+    return rows
+
+
+def read_places(client) -> dict[str, list[str]]:
+    where: dict[str, list[str]] = defaultdict(list)
+    for state in STATES:
+        for member in client.zrange(f"emq:{{{QUEUE}}}:{state}", 0, -1):
+            where[member.decode()].append(state)
+    return where
+
+
+def read_side_logs(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """(job, token) -> {"starts": n, "worker": ..., "end": "ok" | "fail" | None}."""
+    runs: dict[tuple[str, int], dict[str, Any]] = {}
+    for path in sorted(folder.glob("exec-*.jsonl")):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            run = runs.setdefault(
+                (rec["job"], rec["token"]), {"starts": 0, "worker": rec["worker"], "end": None}
+            )
+            if rec["event"] == "start":
+                run["starts"] += 1
+            else:
+                run["end"] = rec["event"]
+    return runs
+
+
+def count_in_logs(folder: Path, pattern: str, text: str) -> int:
+    return sum(p.read_text(errors="replace").count(text) for p in folder.glob(pattern))
+
+
+def _error_classes(errors: str | None) -> list[str]:
+    return [e.get("exception_class_path", "?") for e in json.loads(errors or "[]")]
+
+
+def audit(client, plans: dict[str, str], side: Path, fleet, out: Path, elapsed: float) -> Audit:
+    a = Audit()
+    ids = list(plans)
+    rows = read_rows(client, ids)
+    where = read_places(client)
+    runs = read_side_logs(side)
+    metrics = {k.decode(): int(v) for k, v in client.hgetall(f"emq:{{{QUEUE}}}:metrics").items()}
+    states = Counter(r["state"] for r in rows.values())
+    kinds = Counter(kind for _, kind, _ in fleet.events)
+
+    a.add("jobs enqueued", len(ids), len(ids) == fleet.opts.jobs == metrics.get("enqueued"))
+    a.add("completed", states["completed"])
+    a.add("dead", states["dead"])
+    a.add(
+        "enqueued = completed + dead",
+        f"{len(ids)} = {states['completed']} + {states['dead']}",
+        len(ids) == states["completed"] + states["dead"],
+    )
+    lost = [j for j, r in rows.items() if r["state"] not in ("completed", "dead")]
+    a.add("lost (not completed or dead)", len(lost), not lost)
+    breaches = [j for j in ids if where.get(j, []) != [rows[j]["state"]]]
+    a.add("rows in two places, or not where the row says", len(breaches), not breaches)
+    foreign = set(where) - set(plans)
+    a.add("ids in a place without an enqueue", len(foreign), not foreign)
+    a.add(
+        "metrics match rows (completed, dead)",
+        f"{metrics.get('completed', 0)}, {metrics.get('dead', 0)}",
+        (metrics.get("completed", 0), metrics.get("dead", 0))
+        == (states["completed"], states["dead"]),
+    )
+    poison_alive = [j for j, p in plans.items() if p == "poison" and rows[j]["state"] != "dead"]
+    a.add("poison jobs not dead", len(poison_alive), not poison_alive)
+
+    _audit_claims(a, rows)
+    _audit_executions(a, rows, runs, fleet)
+
+    a.add("faults: worker SIGKILLs", kinds["SIGKILL"])
+    a.add("faults: worker SIGSTOPs (2 x lease)", kinds["SIGSTOP"])
+    a.add("faults: server restarts (AOF)", kinds["server restart"])
+    a.add(
+        "zombie outcomes refused by the fence (StaleToken on complete/retry)",
+        count_in_logs(out, "soak-*.log", "but its lease was lost"),
+    )
+    a.add(
+        "zombie outcomes discarded (heartbeat saw the lease lost first)",
+        count_in_logs(out, "soak-*.log", "after its lease was lost"),
+    )
+    a.add("wall time (s)", f"{elapsed:.0f}")
+    a.add("throughput (jobs/s, with chaos)", f"{len(ids) / elapsed:.0f}")
+    return a
+
+
+def _audit_claims(a: Audit, rows: dict[str, dict[str, str | None]]) -> None:
+    """Every claim ended in exactly one way: attempts = errors + refunds (+1 if completed)."""
+    bad = []
+    for jid, r in rows.items():
+        final = 1 if r["state"] == "completed" else 0
+        errors = len(_error_classes(r["errors"]))
+        if int(r["attempts"] or 0) != final + errors + int(r["refunds"] or 0):
+            bad.append(jid)
+    a.add("claims not accounted for (attempts != errors + refunds + success)", len(bad), not bad)
+    wrong_result = [
+        jid
+        for jid, r in rows.items()
+        if r["state"] == "completed"
+        and json.loads(r["result"] or "{}").get("token") != int(r["attempts"] or 0)
+    ]
+    a.add(
+        "completed rows whose result is not the last token's", len(wrong_result), not wrong_result
+    )
+    a.add("claims total (server)", sum(int(r["attempts"] or 0) for r in rows.values()))
+
+
+def _audit_executions(a: Audit, rows, runs, fleet) -> None:
+    """Each execution in the side logs is the final one or is explained by the row."""
+    twice = [k for k, run in runs.items() if run["starts"] > 1]
+    a.add("executions sharing one (job, token)", len(twice), not twice)
+    a.add("executions (side logs)", sum(run["starts"] for run in runs.values()))
+    ran = {job for job, _ in runs}
+    a.add("executions beyond the first", sum(r["starts"] for r in runs.values()) - len(ran))
+
+    why: Counter[str] = Counter()
+    unexplained: list[tuple[str, int]] = []
+    for (jid, token), run in runs.items():
+        row = rows.get(jid)
+        if row is None:
+            unexplained.append((jid, token))
+            continue
+        if row["state"] == "completed" and token == int(row["attempts"] or 0):
+            why["final, completed"] += 1
+            continue
+        reason = _explain(row, token, run, fleet)
+        if reason:
+            why[reason] += 1
+        else:
+            unexplained.append((jid, token))
+    for reason, n in sorted(why.items()):
+        a.add(f"executions: {reason}", n)
+    a.add("executions not explained", len(unexplained), not unexplained)
+    if unexplained:
+        a.add("first unexplained", f"{unexplained[:3]}")
+
+    unlogged = [
+        jid
+        for jid, r in rows.items()
+        if r["state"] == "completed" and (jid, int(r["attempts"] or 0)) not in runs
+    ]
+    a.add("completed jobs whose final execution is not in a side log", len(unlogged), not unlogged)
+    cut = [k for k, run in runs.items() if run["end"] is None and run["worker"] not in fleet.killed]
+    a.add("executions cut short in a worker that was not killed", len(cut), not cut)
+    zombies = [
+        k
+        for k, run in runs.items()
+        if run["end"] == "ok"
+        and not (rows[k[0]]["state"] == "completed" and k[1] == int(rows[k[0]]["attempts"] or 0))
+    ]
+    a.add("successful executions whose complete was refused or never sent", len(zombies))
+
+
+def _explain(row, token: int, run, fleet) -> str:
+    """Why claim ``token`` of this job was not the final one; empty if nothing explains it."""
+    classes = _error_classes(row["errors"])
+    worker = run["worker"]
+    if int(row["refunds"] or 0) == 0 and token <= len(classes):
+        ended = classes[token - 1]
+        if ended == TASK_FAILURE and run["end"] == "fail":
+            return "ended by a task failure (retried, or dead)"
+        if ended == LEASE_EXPIRED:
+            return "re-run: lease expired, " + _lease_cause(run, worker, fleet)
+        return ""
+    if worker in fleet.killed and LEASE_EXPIRED in classes:
+        return "re-run: worker SIGKILLed (refunded row)"
+    return ""
+
+
+def _lease_cause(run, worker: str, fleet) -> str:
+    """What made a lease expire, from what happened to the worker that held it."""
+    if run["end"] is None and worker in fleet.killed:
+        return "SIGKILL cut the execution"
+    if worker in fleet.paused:
+        return "worker SIGSTOPped (zombie finished late)"
+    if worker in fleet.killed:
+        return "SIGKILL between the task's end and its complete"
+    return "no fault on its worker (server restart or stall)"
