@@ -34,6 +34,7 @@ class Bar:
 class Tick:
     position: float
     label: str
+    anchor: str = "middle"  # SVG text-anchor: the last time label ends at the edge
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,13 +70,21 @@ def merge(series: Iterable[Series]) -> list[tuple[int, int, int]]:
     return [(minute, done, failed) for minute, (done, failed) in sorted(totals.items())]
 
 
-def nice_ceiling(value: int) -> int:
-    """The smallest 1, 2 or 5 times a power of ten that is >= value (at least 1)."""
-    scale = 1
+GRID_STEPS = 4
+_NICE = (1, 2, 2.5, 3, 4, 5, 6, 8)
+
+
+def nice_top(peak: int) -> int:
+    """The y axis' top: GRID_STEPS times a round step (1, 2, 2.5, 3, 4, 5, 6, 8 × 10^k).
+
+    Round gridline labels with at most ~25% headroom above the peak; 4 for an empty chart.
+    """
+    wanted, scale = max(peak, 1) / GRID_STEPS, 1
     while True:
-        for step in (1, 2, 5):
-            if step * scale >= value:
-                return step * scale
+        for step in _NICE:
+            value = step * scale
+            if value >= wanted and float(value).is_integer():  # whole jobs per gridline
+                return int(value) * GRID_STEPS
         scale *= 10
 
 
@@ -87,9 +96,9 @@ def _minute_label(minute: int) -> str:
 def throughput_chart(
     series: Series, *, width: int = 760, height: int = 200, left: int = 44, bottom: int = 22
 ) -> Chart:
-    """Stacked bars (completed over failed) per minute, with a 1-2-5 y scale."""
+    """Stacked bars (completed over failed) per minute, on a round y scale."""
     peak = max((done + failed for _, done, failed in series), default=0)
-    top = nice_ceiling(peak)
+    top = nice_top(peak)
     plot_w, plot_h = width - left - 4, height - bottom - 8
     slot = plot_w / max(len(series), 1)
     gap = 1.0 if slot > 4 else 0.0
@@ -112,12 +121,16 @@ def throughput_chart(
                 title=f"{_minute_label(minute)}: {done} completed, {failed} failed",
             )
         )
-    gridlines = [Tick(y(top * k / 4), f"{top * k / 4:g}") for k in range(5)]
-    every = 10 if len(series) > 20 else 1
+    gridlines = [
+        Tick(y(top * k / GRID_STEPS), f"{top * k // GRID_STEPS:,}") for k in range(GRID_STEPS + 1)
+    ]
+    every, last = (10 if len(series) > 20 else 1), len(series) - 1
     times = [
-        Tick(round(left + (i + 0.5) * slot, 2), _minute_label(minute))
+        Tick(left + plot_w, _minute_label(minute), "end")
+        if i == last
+        else Tick(round(left + (i + 0.5) * slot, 2), _minute_label(minute))
         for i, (minute, _, _) in enumerate(series)
-        if (len(series) - 1 - i) % every == 0
+        if (last - i) % every == 0
     ]
     return Chart(
         width=width,

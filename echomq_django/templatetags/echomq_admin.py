@@ -1,0 +1,34 @@
+"""Template filters of the EchoMQ admin pages."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django import template
+
+register = template.Library()
+
+_UNITS = ((86_400, "d"), (3_600, "h"), (60, "min"), (1, "s"))
+
+
+@register.filter
+def ago(moment: datetime | None, now: datetime) -> str:
+    """Compact relative time: "12 s ago", "in 4 min", "3 h 12 min ago", "just now".
+
+    Django's ``timesince`` stops at minutes ("0 minutes"), too coarse for a queue
+    whose jobs live for seconds.
+    """
+    if moment is None:
+        return ""
+    seconds = round((now - moment).total_seconds())
+    if abs(seconds) < 1:
+        return "just now"
+    left, parts = abs(seconds), []
+    for size, unit in _UNITS:
+        if left >= size:
+            parts.append(f"{left // size} {unit}")
+            left %= size
+        if len(parts) == 2 or (parts and size < 60):
+            break
+    text = " ".join(parts)
+    return f"{text} ago" if seconds > 0 else f"in {text}"
