@@ -86,3 +86,19 @@ def spawn(tmp_path) -> Iterator[Callable[..., procs.Proc]]:
     yield start
     for proc in started:
         proc.kill()
+
+
+@pytest.fixture
+def valkey_url(valkey_server) -> str:
+    """The session Valkey, flushed: process tests run on one server kind to stay fast."""
+    valkey_server.command("FLUSHALL")
+    return valkey_server.url
+
+
+@pytest.fixture
+def valkey_jobs(valkey_url) -> Iterator[Jobs]:
+    from echomq_django.engine.connector import Connector
+
+    connector = Connector.from_url(valkey_url)
+    yield Jobs(connector)
+    connector.close()
