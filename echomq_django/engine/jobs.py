@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import script
-from .connector import Call, Connector
+from .connector import Call, Connector, translate_error
 from .errors import CorruptRow, InvalidJobOptions, PayloadTooLarge
 from .keyspace import (
     QUEUES_KEY,
@@ -45,6 +45,7 @@ DEFAULT_RESULT_TTL_MS = 24 * 3600 * 1000
 DEFAULT_DEAD_TTL_MS = 7 * 24 * 3600 * 1000
 DEFAULT_MAX_PAYLOAD = 512 * 1024
 SWEEP_LIMIT = 1000  # jobs per reap/promote/trim call: no script blocks the server for long
+SWEEP_MAX = 10_000  # the most a caller may ask per call (0 or less would mean "no bound" to Lua)
 PAGE_MAX = 500
 
 
@@ -75,6 +76,17 @@ def _utf8(value: str, name: str) -> bytes:
         raise InvalidJobOptions(
             f"{name} is not valid Unicode text: lone surrogate at position {exc.start}"
         ) from None
+
+
+def _error_object(error: object) -> str:
+    """``error`` if it is one JSON object: Lua splices it as is into the row's errors array."""
+    try:
+        ok = isinstance(error, str) and isinstance(json.loads(error), dict)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise InvalidJobOptions('error must be one JSON object, e.g. {"exception_class_path": ...}')
+    return error
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -281,6 +293,14 @@ class Page:
     entries: list[PageEntry]
 
 
+def _plain(command: Callable[[], Any]) -> Any:
+    """A plain (non-script) command, its redis-py errors mapped as a script call's are."""
+    try:
+        return command()
+    except Exception as exc:
+        raise translate_error(exc) from exc
+
+
 def _pairs(flat: Sequence[Any]) -> dict[str, Any]:
     return dict(zip(flat[::2], flat[1::2]))
 
@@ -301,14 +321,14 @@ class Jobs:
         keys = QueueKeys.of(queue)
         if keys.queue in self._registered:
             return
-        self.connector.client.sadd(QUEUES_KEY, keys.queue)
+        _plain(lambda: self.connector.client.sadd(QUEUES_KEY, keys.queue))
         with self._lock:
             self._registered.add(keys.queue)
 
     def queues(self) -> list[str]:
         """Queue names found in the registry (validated: a planted bad name is skipped)."""
         names = []
-        for name in self.connector.client.smembers(QUEUES_KEY):
+        for name in _plain(lambda: self.connector.client.smembers(QUEUES_KEY)):
             try:
                 names.append(QueueKeys.of(name).queue)
             except ValueError:
@@ -373,6 +393,7 @@ class Jobs:
         validate_worker_id(worker_id)
         _int(count, 1, 10_000, "count")
         _int(lease_ms, 1, 7 * 24 * 3600 * 1000, "lease_ms")
+        _int(promote_limit, 0, SWEEP_MAX, "promote_limit")  # 0: promote nothing
         reply = self.connector.run(
             script.load("claim"),
             [
@@ -420,7 +441,9 @@ class Jobs:
     ) -> RetryOutcome:
         """Record a failed attempt (``error`` is one JSON object). Dead past max attempts."""
         keys = QueueKeys.of(queue)
-        json.loads(error)  # an ill-formed error would corrupt the row's errors array
+        _error_object(error)
+        if not isinstance(summary, str):
+            raise InvalidJobOptions(f"summary must be a string, not {type(summary).__name__}")
         reply = self.connector.run(
             script.load("retry"),
             [keys.active, keys.pending, keys.scheduled, keys.dead, keys.seq, keys.metrics,
@@ -461,6 +484,7 @@ class Jobs:
     def reap(self, queue: str, *, limit: int = SWEEP_LIMIT) -> Sweep:
         """Expired leases back to pending, or dead past max attempts."""
         keys = QueueKeys.of(queue)
+        _int(limit, 1, SWEEP_MAX, "limit")
         moved = dead = dangling = calls = 0
         while True:
             r = self.connector.run(
@@ -475,6 +499,7 @@ class Jobs:
     def promote(self, queue: str, *, limit: int = SWEEP_LIMIT) -> Sweep:
         """Due scheduled jobs to pending."""
         keys = QueueKeys.of(queue)
+        _int(limit, 1, SWEEP_MAX, "limit")
         return self._loop(
             script.load("promote"), [keys.pending, keys.scheduled, keys.seq, keys.wake], [limit]
         )
@@ -490,8 +515,9 @@ class Jobs:
     ) -> Sweep:
         """Drop completed or dead rows past their retention (``purge``: all of them)."""
         if state not in ("completed", "dead"):
-            raise ValueError("only the completed and dead sets can be trimmed or purged")
+            raise InvalidJobOptions("only the completed and dead sets can be trimmed or purged")
         keys = QueueKeys.of(queue)
+        _int(limit, 1, SWEEP_MAX, "limit")
         return self._loop(
             script.load("trim"),
             [keys.state_set(state), keys.metrics],
@@ -509,6 +535,7 @@ class Jobs:
     ) -> Sweep:
         """Dead jobs back to pending with a fresh attempt budget (all of them if no ids)."""
         keys = QueueKeys.of(queue)
+        _int(limit, 1, SWEEP_MAX, "limit")
         ids = [validate_job_id(j) for j in job_ids]
         call_keys = [keys.dead, keys.pending, keys.seq, keys.metrics, keys.wake]
         if ids:
@@ -560,7 +587,7 @@ class Jobs:
     def get(self, queue: str, job_id: str) -> Job | None:
         """The row, or None. Raises ``CorruptRow`` for a row that cannot be a job."""
         keys = QueueKeys.of(queue)
-        row = self.connector.client.hgetall(keys.job(job_id))
+        row = _plain(lambda: self.connector.client.hgetall(keys.job(job_id)))
         return Job.from_row(queue, row) if row else None
 
     def stats(self, queue: str) -> QueueStats:
