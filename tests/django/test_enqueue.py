@@ -337,3 +337,48 @@ def test_without_on_commit_enqueue_is_immediate_inside_a_transaction(echomq, job
     with transaction.atomic():
         result = tasks.add.enqueue(1, 2)
         assert jobs.get("default", result.id).state == "pending"
+
+
+def test_backends_never_connect_until_used(settings):
+    """@task builds backends at import time: an unreachable server must not matter then."""
+    from echomq_django.compat import task
+    from echomq_django.engine.errors import ServerUnavailable
+
+    settings.ECHOMQ = {"URL": "redis://127.0.0.1:1/0", "OPTIONS": {"socket_connect_timeout": 0.2}}
+    settings.TASKS = {"default": {"BACKEND": "echomq_django.backends.EchoMQBackend"}}
+    built = task(tasks.add.func)  # a new backend object for the new TASKS, no connection
+    assert isinstance(built.get_backend(), EchoMQBackend)
+    with pytest.raises(ServerUnavailable):
+        built.enqueue(1, 2)
+    conf.reset()
+
+
+def test_enqueue_is_exactly_one_script_call(echomq, monkeypatch):
+    import redis
+
+    tasks.add.enqueue(0, 0)  # loads the script and registers the queue, once per process
+    sent = []
+    execute_command = redis.Redis.execute_command
+
+    def counting(self, *args, **options):
+        sent.append(args[0])
+        return execute_command(self, *args, **options)
+
+    monkeypatch.setattr(redis.Redis, "execute_command", counting)
+    tasks.echo.using(priority=3).enqueue({"a": [1, 2]}, b=None)
+    assert sent == ["EVALSHA"]
+
+
+def test_an_expired_result_does_not_exist(echomq, jobs):
+    from dataclasses import replace
+
+    from echomq_django.engine.worker import Worker
+    from echomq_django.execution import execute
+
+    short = replace(tasks.add, result_ttl=0)
+    result = short.enqueue(1, 2)
+    Worker(jobs, ["default"], execute, burst=True, idle_block_s=0.2).run()
+    assert short.get_result(result.id).return_value == 3
+    jobs.trim("default", "completed")
+    with pytest.raises(TaskResultDoesNotExist):
+        short.get_result(result.id)
