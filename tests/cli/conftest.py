@@ -19,7 +19,7 @@ from django.core.management import call_command
 
 from echomq_django import conf
 from echomq_django.embedded import EmbeddedServer, ServerBinaryNotFound
-from echomq_django.engine.jobs import Jobs, NewJob
+from echomq_django.engine.jobs import Claimed, Jobs, NewJob
 from tests import servers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,19 +47,28 @@ def enqueue(jobs: Jobs, queue: str = "default", n: int = 1, **fields: Any) -> li
 
 
 def make_dead(jobs: Jobs, queue: str = "default", n: int = 1) -> list[str]:
-    """Enqueue ``n`` jobs and fail each for good: they end in dead with one error."""
+    """Enqueue ``n`` jobs and fail each for good: they end in dead with one error.
+
+    Call it while ``queue`` has nothing pending: it claims the next ``n`` jobs.
+    """
     ids = enqueue(jobs, queue, n, max_attempts=1)
-    claim = jobs.claim(queue, "w1", count=n, lease_ms=1000)
-    for c in claim.jobs:
+    for c in _claim_exactly(jobs, queue, ids):
         jobs.retry(queue, c.id, c.token, error=DEAD_ERROR, summary="ValueError: boom")
     return ids
 
 
 def make_completed(jobs: Jobs, queue: str = "default", n: int = 1) -> list[str]:
+    """Enqueue ``n`` jobs and complete them (same rule as ``make_dead``)."""
     ids = enqueue(jobs, queue, n)
-    for c in jobs.claim(queue, "w1", count=n, lease_ms=1000).jobs:
+    for c in _claim_exactly(jobs, queue, ids):
         jobs.complete(queue, c.id, c.token, '"ok"')
     return ids
+
+
+def _claim_exactly(jobs: Jobs, queue: str, ids: list[str]) -> list[Claimed]:
+    claimed = jobs.claim(queue, "w1", count=len(ids), lease_ms=1000).jobs
+    assert sorted(c.id for c in claimed) == sorted(ids), "the queue had other jobs pending"
+    return claimed
 
 
 @dataclass
