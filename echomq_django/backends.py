@@ -117,13 +117,9 @@ class JobOptions:
 
     def over(self, defaults: JobOptions) -> JobOptions:
         """These options, falling back to ``defaults`` for the ones not set."""
+        mine = {f.name: getattr(self, f.name) for f in fields(self)}
         return JobOptions(
-            **{
-                f.name: getattr(defaults, f.name)
-                if getattr(self, f.name) is None
-                else getattr(self, f.name)
-                for f in fields(self)
-            }
+            **{name: getattr(defaults, name) if v is None else v for name, v in mine.items()}
         )
 
     def new_job_fields(self) -> dict[str, int]:
