@@ -1,0 +1,95 @@
+"""The engine reaper on real servers: each sweep, discovery, bounded calls."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from echomq_django.engine.jobs import NewJob
+from echomq_django.engine.reaper import Reaper
+
+
+def expire_lease(jobs, queue: str, n: int = 1) -> list[str]:
+    """Enqueue ``n`` jobs and claim them with a 1 ms lease, so they are expired at once."""
+    ids = [jobs.enqueue(queue, NewJob(payload="{}")).id for _ in range(n)]
+    jobs.claim(queue, "gone", count=n, lease_ms=1)
+    time.sleep(0.005)
+    return ids
+
+
+def test_one_tick_reaps_promotes_and_trims(jobs):
+    (expired,) = expire_lease(jobs, "q")
+    scheduled = jobs.enqueue("q", NewJob(payload="{}", due_ms=int(time.time() * 1000) + 30)).id
+    finished = jobs.enqueue("q", NewJob(payload="{}", result_ttl_ms=0)).id
+    (claimed,) = jobs.claim("q", "w").jobs  # the only ready job: the others are active / not due
+    jobs.complete("q", claimed.id, claimed.token)
+    time.sleep(0.04)
+
+    (sweep,) = Reaper(jobs, ["q"], discover=False).tick()
+    assert (sweep.queue, sweep.reaped.moved, sweep.promoted.moved) == ("q", 1, 1)
+    assert sweep.trimmed_completed.moved == 1 and jobs.get("q", finished) is None
+    assert jobs.get("q", expired).state == "pending" and jobs.get("q", scheduled).state == "pending"
+
+
+def test_expired_leases_go_back_to_pending_and_past_max_attempts_to_dead(jobs):
+    back = expire_lease(jobs, "q", 2)
+    last = jobs.enqueue("q", NewJob(payload="{}", max_attempts=1)).id
+    jobs.claim("q", "gone", lease_ms=1)
+    time.sleep(0.005)
+    (sweep,) = Reaper(jobs, ["q"], discover=False).tick()
+    assert (sweep.reaped.moved, sweep.reaped.dead) == (2, 1)
+    assert [jobs.get("q", i).state for i in back] == ["pending", "pending"]
+    assert jobs.get("q", last).state == "dead"
+
+
+def test_retention_is_trimmed(jobs):
+    jobs.enqueue("q", NewJob(payload="{}", result_ttl_ms=0))
+    jobs.enqueue("q", NewJob(payload="{}", max_attempts=1, dead_ttl_ms=0))
+    done, failed = jobs.claim("q", "w", count=2).jobs
+    jobs.complete("q", done.id, done.token)
+    error = '{"exception_class_path": "x", "traceback": ""}'
+    jobs.retry("q", failed.id, failed.token, error=error, summary="x")
+    time.sleep(0.002)
+    (sweep,) = Reaper(jobs, ["q"], discover=False).tick()
+    assert (sweep.trimmed_completed.moved, sweep.trimmed_dead.moved) == (1, 1)
+    assert jobs.get("q", done.id) is None and jobs.get("q", failed.id) is None
+
+
+def test_queues_are_discovered_from_the_registry_of_queues_in_use(jobs):
+    expire_lease(jobs, "only-in-data")
+    reaper = Reaper(jobs, ["configured"])
+    assert reaper.queues_to_sweep() == ["configured", "only-in-data"]
+    sweeps = {s.queue: s for s in reaper.tick()}
+    assert sweeps["only-in-data"].reaped.moved == 1
+
+
+def test_each_sweep_is_many_bounded_calls(jobs):
+    expire_lease(jobs, "q", 25)
+    (sweep,) = Reaper(jobs, ["q"], discover=False, limit=10).tick()
+    assert sweep.reaped.moved == 25 and sweep.reaped.calls == 3
+
+
+def test_run_ticks_until_stopped(jobs):
+    reaper = Reaper(jobs, ["q"], discover=False, interval_s=0.02)
+    thread = threading.Thread(target=reaper.run, daemon=True)
+    thread.start()
+    (job_id,) = expire_lease(jobs, "q")
+    deadline = time.monotonic() + 5
+    while jobs.get("q", job_id).state != "pending" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    reaper.stop()
+    thread.join(2)
+    assert not thread.is_alive() and jobs.get("q", job_id).state == "pending"
+
+
+def test_bad_options_are_refused(jobs):
+    with pytest.raises(ValueError, match="interval"):
+        Reaper(jobs, ["q"], interval_s=0)
+    with pytest.raises(ValueError, match="limit"):
+        Reaper(jobs, ["q"], limit=5000)
+    with pytest.raises(ValueError, match="nothing to sweep"):
+        Reaper(jobs, [], discover=False)
+    with pytest.raises(ValueError, match="queue name"):
+        Reaper(jobs, ["{bad}"])
