@@ -8,7 +8,7 @@ from tests.settings import *  # noqa: F403
 TASKS = {
     "default": {
         "BACKEND": "echomq_django.backends.EchoMQBackend",
-        "QUEUES": ["default", "slow"],
+        "QUEUES": ["default", "emails", "slow"],  # the demo app uses "emails"
         "OPTIONS": {"TASK_MODULES": ["tests.worker.tasks"], "RETRY_BACKOFF": 0},
     }
 }

@@ -1,0 +1,132 @@
+"""``runworker`` and ``runreaper``: the management commands, as processes and in-process."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from echomq_django import conf
+from echomq_django.compat import TaskResultStatus
+from echomq_django.management.commands import runreaper, runworker
+from tests.worker import settings as worker_settings
+from tests.worker import tasks
+from tests.worker.conftest import wait_until
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def django_jobs(settings, valkey_url, valkey_jobs):
+    """The app pointed at the flushed session Valkey, with the worker tests' TASKS."""
+    settings.ECHOMQ = {"URL": valkey_url}
+    settings.TASKS = worker_settings.TASKS
+    conf.reset()
+    yield valkey_jobs
+    conf.reset()
+
+
+def test_runworker_burst_runs_django_tasks_end_to_end(django_jobs, valkey_url, spawn):
+    added, failed, napped = (
+        tasks.add.enqueue(2, 3),
+        tasks.boom.enqueue("x"),
+        tasks.nap.enqueue(0.05),
+    )
+    worker = spawn("runworker", valkey_url, "default", "slow", "--burst", "--name", "e2e")
+    assert worker.wait(30) == 0, worker.log()
+    for result in (added, failed, napped):
+        result.refresh()
+    assert (added.status, added.return_value, added.worker_ids) == (
+        TaskResultStatus.SUCCESSFUL, 5, ["e2e"],
+    )  # fmt: skip
+    assert (failed.status, failed.attempts) == (TaskResultStatus.FAILED, 2)
+    assert failed.errors[0].exception_class_path == "builtins.ValueError"
+    assert (napped.status, napped.return_value) == (TaskResultStatus.SUCCESSFUL, 0.05)
+    log = worker.log()
+    assert f"on {valkey_url} (valkey " in log and "queues default, slow" in log
+    assert f"job {added.id} tests.worker.tasks.add completed" in log
+
+
+@pytest.mark.parametrize(
+    ("seconds", "grace", "outcome"), [(0.8, "5", "completed"), (30, "0.5", "pending")]
+)
+def test_sigterm_finishes_or_releases_the_running_job_and_exits_0(
+    django_jobs, valkey_url, spawn, seconds, grace, outcome
+):
+    result = tasks.nap.enqueue(seconds)
+    worker = spawn("runworker", valkey_url, "slow", "--grace", grace, "--lease", "1")
+    wait_until(lambda: django_jobs.get("slow", result.id).state == "active", timeout=15)
+    signalled = time.monotonic()
+    worker.send(signal.SIGTERM)
+    assert worker.wait(float(grace) + 5) == 0, worker.log()
+    assert time.monotonic() - signalled < float(grace) + 2
+    job = django_jobs.get("slow", result.id)
+    assert job.state == outcome
+    if outcome == "pending":  # released: the attempt is refunded, not counted as a failure
+        assert (job.attempts, job.refunds, job.error_list) == (1, 1, [])
+
+
+def test_a_second_signal_exits_at_once_and_leaves_the_job_to_the_reaper(
+    django_jobs, valkey_url, spawn
+):
+    result = tasks.nap.enqueue(30)
+    worker = spawn("runworker", valkey_url, "slow", "--grace", "30")
+    wait_until(lambda: django_jobs.get("slow", result.id).state == "active", timeout=15)
+    worker.send(signal.SIGINT)
+    time.sleep(0.2)
+    worker.send(signal.SIGINT)
+    assert worker.wait(5) == 128 + signal.SIGINT, worker.log()
+    assert django_jobs.get("slow", result.id).state == "active"
+
+
+def test_runreaper_once_sweeps_configured_and_discovered_queues(django_jobs):
+    from tests.worker.test_reaper import expire_lease
+
+    (lost,) = expire_lease(django_jobs, "only-in-data")
+    call_command("runreaper", "--once", verbosity=0)
+    assert django_jobs.get("only-in-data", lost).state == "pending"
+
+
+def test_runreaper_exits_0_on_sigterm(django_jobs, valkey_url, spawn):
+    reaper = spawn("runreaper", valkey_url, "--interval", "0.05")
+    wait_until(lambda: "reaper on" in reaper.log(), timeout=15)
+    reaper.send(signal.SIGTERM)
+    assert reaper.wait(5) == 0, reaper.log()
+
+
+def test_the_reaper_finds_queues_in_settings(settings):
+    settings.ECHOMQ = {"QUEUES": ["reports"]}
+    settings.TASKS = {
+        **worker_settings.TASKS,
+        "other": {"BACKEND": "django.tasks.backends.dummy.DummyBackend", "QUEUES": ["x"]},
+    }
+    assert runreaper.configured_queues() == ["reports", "default", "emails", "slow"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["bad name"], ["--concurrency", "0"], ["--lease", "-1"], ["--name", "has space"]],
+)
+def test_runworker_refuses_bad_arguments(django_jobs, argv):
+    with pytest.raises(CommandError):
+        call_command("runworker", *argv, verbosity=0)
+
+
+@pytest.mark.parametrize(
+    ("command", "options"),
+    [
+        (runworker.Command, ["--concurrency", "--burst", "--max-jobs", "--lease", "--name",
+                             "--grace", "--retry-base", "--retry-max", "QUEUE"]),
+        (runreaper.Command, ["--interval", "--once", "QUEUE"]),
+    ],
+)  # fmt: skip
+def test_every_option_has_help(command, options):
+    parser = command().create_parser("manage.py", command.__module__.rsplit(".", 1)[1])
+    text = parser.format_help()
+    for option in options:
+        assert option in text
+    for action in parser._actions:
+        assert action.help, f"{action.dest} has no help text"
