@@ -112,7 +112,7 @@ def test_retried_and_reaped_leases_are_counted(jobs):
 
 
 def test_label_values_are_escaped_and_parse_back():
-    family = metrics.Family("x_info", "gauge", 'help with \\ and\nnewline')
+    family = metrics.Family("x_info", "gauge", "help with \\ and\nnewline")
     family.samples = [({"name": 'a"b\\c\nd'}, 1)]
     text = family.render()
     assert text.splitlines()[2] == 'x_info{name="a\\"b\\\\c\\nd"} 1'
