@@ -178,17 +178,19 @@ _discovered: set[str] = set()
 def loaded_task(path: str) -> Task | None:
     """The Task object at ``path`` if its module is loaded already, else None.
 
-    Only ``sys.modules`` is consulted, and the object must be a Task whose own
-    module path is ``path`` (an alias of another task does not count).
+    Only ``sys.modules`` and the namespaces' own ``__dict__`` are read: no import,
+    no module ``__getattr__`` hook (which could import lazily). The object must be
+    a Task whose own module path is ``path`` (an alias of another task does not count).
     """
     parts = path.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return None
     for cut in range(len(parts) - 1, 0, -1):
-        module = sys.modules.get(".".join(parts[:cut]))
-        if module is None:
+        obj: Any = sys.modules.get(".".join(parts[:cut]))
+        if obj is None:
             continue
-        obj: Any = module
         for name in parts[cut:]:
-            obj = getattr(obj, name, None)
+            obj = getattr(obj, "__dict__", {}).get(name)
         if isinstance(obj, Task) and obj.module_path == path:
             return obj
         return None

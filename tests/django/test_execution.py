@@ -252,3 +252,20 @@ def test_a_failing_signal_receiver_never_changes_the_outcome(jobs, work):
     finally:
         task_finished.disconnect(broken)
     assert tasks.add.get_result(result.id).return_value == 3
+
+
+def test_resolution_never_triggers_a_module_getattr_hook(jobs, work):
+    import types
+
+    calls = []
+    lazy = types.ModuleType("echomq_lazy_module")
+    lazy.__getattr__ = lambda name: calls.append(name)
+    sys.modules[lazy.__name__] = lazy
+    try:
+        body = {"v": 1, "args": [], "kwargs": {}, "backend": "default"}
+        job_id = planted(jobs, json.dumps({**body, "task": "echomq_lazy_module.anything"}))
+        work()
+    finally:
+        del sys.modules[lazy.__name__]
+    assert calls == []
+    assert jobs.get("default", job_id).state == "dead"
