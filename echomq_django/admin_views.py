@@ -29,7 +29,14 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.text import capfirst
 
 from . import admin_chart, conf
-from .engine.errors import CorruptRow, EchoMQError, InvalidJobId, ServerUnavailable, WrongState
+from .engine.errors import (
+    CorruptRow,
+    EchoMQError,
+    InvalidJobId,
+    JobNotFound,
+    ServerUnavailable,
+    WrongState,
+)
 from .engine.jobs import Job, Jobs
 from .engine.keyspace import STATES, QueueKeys, validate_job_id, validate_queue_name
 from .payload import Payload, PayloadError
@@ -613,6 +620,9 @@ class EchoMQAdmin:
             messages.success(request, action.run(conf.get_jobs(), *target))
         except ServerUnavailable:
             raise
+        except JobNotFound as exc:  # deleted or trimmed meanwhile: its pages are gone too
+            messages.error(request, f"{action.label} failed: {capfirst(str(exc))}")
+            return HttpResponseRedirect(self.url("dashboard"))
         except EchoMQError as exc:
             messages.error(request, f"{action.label} failed: {capfirst(str(exc))}")
             return self.back(request, cancel_url)

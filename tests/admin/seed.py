@@ -1,4 +1,4 @@
-"""Demo data for the admin's browser tests and the README's screenshots.
+"""Jobs for the admin's tests, and demo data for the browser tests and screenshots.
 
 Jobs are put in place with the engine's own transitions (enqueue, claim,
 complete, retry with give_up). Two things cannot be made in a test's few
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import time
 
@@ -20,6 +19,7 @@ from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.payload import Payload
 
+WORKER = "worker-1"
 TRACEBACK = """Traceback (most recent call last):
   File "/srv/shop/echomq_django/execution.py", line 88, in _run
     value = task.call(*args, **kwargs)
@@ -29,40 +29,52 @@ TRACEBACK = """Traceback (most recent call last):
     raise PaymentDeclined(reply["decline_code"])
 shop.payments.PaymentDeclined: card_declined (insufficient funds)
 """
+ERROR = json.dumps(
+    {"exception_class_path": "shop.payments.PaymentDeclined", "traceback": TRACEBACK}
+)
+SUMMARY = "shop.payments.PaymentDeclined: card_declined (insufficient funds)"
 
 
-def payload(task: str, *args: object, **kwargs: object) -> str:
-    return Payload(task=task, args=list(args), kwargs=kwargs, backend="default").dumps()
+def new_job(*args: object, task: str = "shop.tasks.charge_card", **fields: object) -> NewJob:
+    body = Payload(task=task, args=list(args), kwargs={"order": 7}, backend="default")
+    return NewJob(payload=body.dumps(), task=task, **fields)
 
 
-def new_job(task: str, *args: object, **fields: object) -> NewJob:
-    kwargs = fields.pop("kwargs", {})
-    return NewJob(payload=payload(task, *args, **kwargs), task=task, **fields)
+def enqueue(
+    jobs: Jobs, queue: str = "emails", n: int = 1, task: str = "shop.tasks.charge_card", **fields
+) -> list[str]:
+    return [
+        e.id for e in jobs.enqueue_many(queue, [new_job(i, task=task, **fields) for i in range(n)])
+    ]
 
 
-def error(summary: str, path: str = "shop.payments.PaymentDeclined", tb: str = TRACEBACK) -> str:
-    return json.dumps({"exception_class_path": path, "traceback": tb})
-
-
-def make_dead(jobs: Jobs, queue: str, task: str = "shop.tasks.charge_card", n: int = 1) -> list[str]:
-    """Dead jobs made the way a worker makes them: claimed, then failed for good."""
-    jobs.enqueue_many(queue, [new_job(task, 1000 + i, kwargs={"retry": False}) for i in range(n)])
-    claim = jobs.claim(queue, "seed-worker", count=n, lease_ms=60_000)
-    for claimed in claim.jobs:
-        jobs.retry(
-            queue, claimed.id, claimed.token,
-            error=error("PaymentDeclined: card_declined"),
-            summary="shop.payments.PaymentDeclined: card_declined (insufficient funds)",
-            give_up=True,
-        )  # fmt: skip
+def dead(jobs: Jobs, queue: str = "emails", n: int = 1, **kwargs) -> list[str]:
+    """Jobs that failed for good, as a worker fails them: claimed, then retry(give_up)."""
+    enqueue(jobs, queue, n, **kwargs)
+    claim = jobs.claim(queue, WORKER, count=n, lease_ms=60_000)
+    for c in claim.jobs:
+        jobs.retry(queue, c.id, c.token, error=ERROR, summary=SUMMARY, give_up=True)
     return [c.id for c in claim.jobs]
 
 
-def make_completed(jobs: Jobs, queue: str, task: str, n: int) -> list[str]:
-    jobs.enqueue_many(queue, [new_job(task, i) for i in range(n)])
-    claim = jobs.claim(queue, "seed-worker", count=n, lease_ms=60_000)
-    jobs.complete_many([(queue, c.id, c.token, json.dumps({"ok": True})) for c in claim.jobs])
+def completed(jobs: Jobs, queue: str = "emails", n: int = 1, **kwargs) -> list[str]:
+    enqueue(jobs, queue, n, **kwargs)
+    claim = jobs.claim(queue, WORKER, count=n, lease_ms=60_000)
+    jobs.complete_many([(queue, c.id, c.token, '{"sent": true}') for c in claim.jobs])
     return [c.id for c in claim.jobs]
+
+
+def active(jobs: Jobs, queue: str = "emails", n: int = 1, worker: str = WORKER) -> list[str]:
+    enqueue(jobs, queue, n)
+    return [c.id for c in jobs.claim(queue, worker, count=n, lease_ms=120_000).jobs]
+
+
+def scheduled(jobs: Jobs, queue: str = "emails", n: int = 1, in_s: int = 3600) -> list[str]:
+    due = int(jobs.connector.client.time()[0] + in_s) * 1000
+    return [
+        e.id
+        for e in jobs.enqueue_many(queue, [new_job(i, due_ms=due + i * 60_000) for i in range(n)])
+    ]
 
 
 def fill_throughput(jobs: Jobs, queue: str, rate: float, failure: float, seed: int) -> None:
@@ -84,16 +96,15 @@ def fill_throughput(jobs: Jobs, queue: str, rate: float, failure: float, seed: i
 def add_worker(jobs: Jobs, worker_id: str, queues: list[str], concurrency: int, busy: int) -> None:
     now = time.time()
     info = registry.WorkerInfo(
-        id=worker_id, host=worker_id.split(".")[0], pid=os.getpid() % 30000 + len(worker_id),
+        id=worker_id, host=worker_id.split(".")[0], pid=4000 + 7 * len(queues) + busy,
         queues=queues, concurrency=concurrency, running=[f"job-{i}" for i in range(busy)],
-        started_at=now - 3 * 3600 - len(worker_id) * 97, last_seen=now - 1.5,
+        started_at=now - 3 * 3600 - 97 * busy, last_seen=now - 1,
     )  # fmt: skip
     registry.heartbeat(jobs.connector, info, ttl_s=600)
 
 
 def populate(jobs: Jobs) -> dict[str, list[str]]:
     """Several busy queues, a populated chart, workers; returns the dead job ids by queue."""
-    dead = {}
     shape = {
         "default": ("shop.tasks.send_receipt", 38.0, 0.02),
         "emails": ("shop.tasks.send_newsletter", 64.0, 0.01),
@@ -102,14 +113,12 @@ def populate(jobs: Jobs) -> dict[str, list[str]]:
     }
     for seed, (queue, (task, rate, failure)) in enumerate(shape.items()):
         fill_throughput(jobs, queue, rate, failure, seed)
-        make_completed(jobs, queue, task, 5 + 3 * seed)
-        jobs.enqueue_many(queue, [new_job(task, i, priority=i % 3) for i in range(7 * (4 - seed))])
-        due = int(jobs.connector.client.time()[0]) * 1000 + 600_000 * (seed + 1)
-        jobs.enqueue_many(queue, [new_job(task, i, due_ms=due + i * 60_000) for i in range(seed + 2)])
-        jobs.claim(queue, f"web-{seed}.shop:{4100 + seed}", count=seed + 1, lease_ms=120_000)
-    dead["payments"] = make_dead(jobs, "payments", n=4)
-    dead["emails"] = make_dead(jobs, "emails", task="shop.tasks.send_newsletter", n=1)
+        completed(jobs, queue, 5 + 3 * seed, task=task)
+        enqueue(jobs, queue, 7 * (4 - seed), task=task, priority=seed % 3)
+        scheduled(jobs, queue, seed + 2, in_s=600 * (seed + 1))
+        active(jobs, queue, seed + 1, worker=f"web-{seed}.shop:{4100 + seed}")
+    found = {"payments": dead(jobs, "payments", 4), "emails": dead(jobs, "emails", 1)}
     add_worker(jobs, "web-1.shop:4101", ["default", "emails"], 8, 5)
     add_worker(jobs, "web-2.shop:4102", ["default", "emails"], 8, 3)
     add_worker(jobs, "batch-1.shop:5120", ["payments", "reports"], 4, 4)
-    return dead
+    return found
