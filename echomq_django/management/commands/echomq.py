@@ -40,35 +40,20 @@ from echomq_django.checks import primaries
 from echomq_django.engine import script
 from echomq_django.engine.errors import EchoMQError, ServerUnavailable
 from echomq_django.engine.jobs import SWEEP_LIMIT, Job, QueueStats, Sweep
-from echomq_django.engine.keyspace import STATES, validate_job_id, validate_queue_name
+from echomq_django.engine.keyspace import STATES, validate_job_id
 from echomq_django.engine.registry import WorkerInfo, list_workers
+from echomq_django.management import count_arg, queue_arg, seconds_arg
 from echomq_django.metrics import COUNTERS, known_queues, queue_stats
 
 PURGEABLE = ("completed", "dead")
 
 
-def _queue_arg(value: str) -> str:
-    try:
-        return validate_queue_name(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _job_id_arg(value: str) -> str:
+    """argparse type: a canonical job id (checked before any key is built)."""
     try:
         return validate_job_id(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _positive(cast: Callable[[str], Any]) -> Callable[[str], Any]:
-    def parse(value: str) -> Any:
-        number = cast(value)
-        if number <= 0:
-            raise argparse.ArgumentTypeError(f"must be greater than 0, not {value}")
-        return number
-
-    return parse
 
 
 class Command(BaseCommand):
@@ -87,27 +72,27 @@ class Command(BaseCommand):
             return sub.add_parser(name, help=help_text, parents=[json_flag])
 
         stats = add("stats", "jobs per queue and state, and the queues' event counters")
-        stats.add_argument("queues", nargs="*", type=_queue_arg, metavar="QUEUE")
+        stats.add_argument("queues", nargs="*", type=queue_arg, metavar="QUEUE")
         stats.add_argument(
             "--watch",
             nargs="?",
             const=2.0,
-            type=_positive(float),
+            type=seconds_arg,
             metavar="SECONDS",
             help="refresh every SECONDS (default 2) until Ctrl-C",
         )
 
         inspect = add("inspect", "one job's row, searched in the known queues")
         inspect.add_argument("job_id", type=_job_id_arg, metavar="JOB_ID")
-        inspect.add_argument("--queue", type=_queue_arg, help="look only in this queue")
+        inspect.add_argument("--queue", type=queue_arg, help="look only in this queue")
 
         retry = add("retry-dead", "dead jobs back to pending with a fresh attempt budget")
-        retry.add_argument("queue", type=_queue_arg, metavar="QUEUE")
+        retry.add_argument("queue", type=queue_arg, metavar="QUEUE")
         retry.add_argument("job_ids", nargs="*", type=_job_id_arg, metavar="JOB_ID")
-        retry.add_argument("--batch", type=_positive(int), default=SWEEP_LIMIT)
+        retry.add_argument("--batch", type=count_arg, default=SWEEP_LIMIT)
 
         purge = add("purge", "delete every completed or dead job of a queue")
-        purge.add_argument("queue", type=_queue_arg, metavar="QUEUE")
+        purge.add_argument("queue", type=queue_arg, metavar="QUEUE")
         purge.add_argument("state", choices=PURGEABLE)
         purge.add_argument(
             "--yes",
@@ -117,10 +102,10 @@ class Command(BaseCommand):
             action="store_false",
             help="do not ask for confirmation",
         )
-        purge.add_argument("--batch", type=_positive(int), default=SWEEP_LIMIT)
+        purge.add_argument("--batch", type=count_arg, default=SWEEP_LIMIT)
 
         ping = add("ping", "server version, round-trip latency, script cache")
-        ping.add_argument("--count", type=_positive(int), default=5, help="PINGs to time")
+        ping.add_argument("--count", type=count_arg, default=5, help="PINGs to time")
 
         add("workers", "live workers of the registry")
 
