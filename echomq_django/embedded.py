@@ -241,8 +241,13 @@ _ports_handed_out: set[int] = set()
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when nothing listens on (host, port) (a bind test)."""
+    """True when nothing listens on (host, port).
+
+    A bind test with SO_REUSEADDR, as the server binds: connections of a stopped
+    server still in TIME_WAIT do not make its port look taken.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:

@@ -8,6 +8,7 @@ Started by ``scripts/run`` (which bootstraps the venv first). Environment:
     ECHOMQ_RUN_QUEUES      queues for runworker (default "default emails slow")
     ECHOMQ_ADMIN_USER      demo superuser name (default admin)
     ECHOMQ_ADMIN_PASSWORD  its password (default: generated once, kept in var/admin-password)
+    ECHOMQ_VAR_DIR         where the server data and the password live (default var/)
 
 Every child runs in its own process group; Ctrl-C (or SIGTERM) stops them all,
 then shuts the server down (SHUTDOWN: its AOF under var/valkey/ keeps the jobs).
@@ -38,7 +39,7 @@ from echomq_django.embedded import (  # noqa: E402 - after the path tweak
     port_is_free,
 )
 
-VAR = ROOT / "var"
+VAR = Path(os.environ.get("ECHOMQ_VAR_DIR") or ROOT / "var").resolve()
 PY = sys.executable
 STOP_TIMEOUT = 10.0
 
@@ -82,7 +83,7 @@ def start_server() -> tuple[EmbeddedServer, object]:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         raise SystemExit(
-            "run | another scripts/run already uses var/valkey/ (stop it first, or set "
+            f"run | another scripts/run already uses {data} (stop it first, or set "
             "ECHOMQ_URL to use a server of your own)"
         ) from None
     wanted = int(os.environ.get("ECHOMQ_SERVER_PORT", "6390"))
@@ -91,9 +92,7 @@ def start_server() -> tuple[EmbeddedServer, object]:
         say(f"port {wanted} is taken: the embedded server uses port {port} instead")
     server = EmbeddedServer(dir=data, port=port, appendonly=True)
     server.start(timeout=30)  # loading a large AOF may take a while
-    say(
-        f"{server.product} {server.version} on {server.url} (pid {server.pid}, data in var/valkey/)"
-    )
+    say(f"{server.product} {server.version} on {server.url} (pid {server.pid}, data in {data})")
     return server, lock
 
 
@@ -101,9 +100,11 @@ def start_server() -> tuple[EmbeddedServer, object]:
 # Django steps
 # ---------------------------------------------------------------------------------------
 
+# One Django process for both: make sure the demo superuser exists, list the commands.
 ENSURE_ADMIN = """
 import os
 from django.contrib.auth import get_user_model
+from django.core.management import get_commands
 User = get_user_model()
 name, password = os.environ["ECHOMQ_ADMIN_USER"], os.environ["ECHOMQ_ADMIN_PASSWORD"]
 user = User.objects.filter(username=name).first()
@@ -113,6 +114,7 @@ elif not (user.is_superuser and user.is_staff and user.is_active and user.check_
     user.is_superuser = user.is_staff = user.is_active = True
     user.set_password(password)
     user.save()
+print("COMMANDS " + " ".join(sorted(get_commands())))
 """
 
 
@@ -128,13 +130,6 @@ def admin_credentials() -> tuple[str, str]:
             stored.write_text(password + "\n")
             stored.chmod(0o600)
     return name, password
-
-
-def available_commands(env: dict[str, str]) -> set[str]:
-    out = manage("help", "--commands", env=env, capture=True)
-    if out.returncode != 0:
-        raise SystemExit(f"run | manage.py help failed:\n{out.stderr}")
-    return {line.strip() for line in out.stdout.splitlines() if line.strip()}
 
 
 # ---------------------------------------------------------------------------------------
@@ -194,7 +189,7 @@ def stop_children(children: list[Child]) -> None:
 def main() -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
-    VAR.mkdir(exist_ok=True)
+    VAR.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
     env["PYTHONUNBUFFERED"] = "1"
@@ -221,11 +216,11 @@ def main() -> int:
 
         name, password = admin_credentials()
         env_admin = {**env, "ECHOMQ_ADMIN_USER": name, "ECHOMQ_ADMIN_PASSWORD": password}
-        if manage("shell", "--no-imports", "-c", ENSURE_ADMIN, env=env_admin).returncode != 0:
-            say("could not create the demo superuser")
+        out = manage("shell", "--no-imports", "-c", ENSURE_ADMIN, env=env_admin, capture=True)
+        if out.returncode != 0:
+            say(f"could not create the demo superuser:\n{out.stdout}{out.stderr}")
             return 1
-
-        commands = available_commands(env)
+        commands = set(out.stdout.split("COMMANDS ", 1)[-1].split())
         addr = env.get("ECHOMQ_HTTP_ADDR", "127.0.0.1:8000")
         queues = env.get("ECHOMQ_RUN_QUEUES", "default emails slow").split()
         manage_py = [PY, str(ROOT / "manage.py")]
@@ -267,7 +262,7 @@ def main() -> int:
             say("web, worker and reaper stopped")
         if server is not None:
             server.stop(timeout=STOP_TIMEOUT, cleanup=False)
-            say("server stopped (data kept in var/valkey/)")
+            say(f"server stopped (data kept in {server.dir})")
         if lock is not None:
             lock.close()
 
