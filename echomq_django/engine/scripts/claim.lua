@@ -11,8 +11,10 @@
 -- ARGV[1] count   ARGV[2] worker id   ARGV[3] default lease_ms   ARGV[4] promote limit
 --
 -- Reply: {now_ms, next_due_ms or -1, job...} where each job is its row as a flat
--- HGETALL array (attempts = the token). A popped id without a row is dropped
--- (the pop repairs the set); a row whose attempts is not an integer goes to dead.
+-- HGETALL array (attempts = the token). A popped id without a row (or with a
+-- key of another type in its place) is dropped: the pop repairs the set, and no
+-- command can fail on a wrong type after the batch was popped. A row whose
+-- attempts is not an integer goes to dead.
 -- @include "common"
 -- @include "moves"
 
@@ -25,7 +27,7 @@ local claimed, dangling = 0, 0
 for i = 1, #popped, 2 do
   local id = popped[i]
   local jk = row_key(id)
-  if redis.call('EXISTS', jk) == 0 then
+  if not is_row(jk) then
     dangling = dangling + 1
   else
     local token = redis.pcall('HINCRBY', jk, 'attempts', 1)

@@ -20,6 +20,13 @@ local function row_key(id)
   return base .. 'job:' .. id
 end
 
+-- A row exists and is a HASH. A key of another type planted at a row's name
+-- would make the next HGET/HSET fail halfway through a script, after its
+-- first writes (Redis does not roll them back): check before touching it.
+local function is_row(jk)
+  return redis.call('TYPE', jk)['ok'] == 'hash'
+end
+
 -- Priority (-100..100, higher first) and a per-queue sequence (FIFO within one
 -- priority) packed into one exact double: (100 - priority) * 2^45 + seq stays
 -- below 2^53 for 35 trillion jobs per queue.

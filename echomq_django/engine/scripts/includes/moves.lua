@@ -37,7 +37,7 @@ local function promote_due(scheduled_key, pending_key, seq_key, limit)
   for _, id in ipairs(due) do
     redis.call('ZREM', scheduled_key, id)
     local jk = row_key(id)
-    if redis.call('EXISTS', jk) == 1 then
+    if is_row(jk) then
       to_pending(jk, id, pending_key, seq_key, true)
     end
   end
