@@ -519,11 +519,11 @@ class Model:
 
 
 def test_one_place_after_a_seeded_random_mix(jobs):
-    """Invariant 2: after every one of 400 random operations, each job is in one place."""
+    """Invariant 2: after every one of 300 random operations, each job is in one place."""
     model = Model(jobs, QUEUE, random.Random(7))
     ops: Counter = Counter()
     states: set[str] = set()
-    for _ in range(400):
+    for _ in range(300):
         ops[model.step()] += 1
         states |= set(assert_one_place(jobs).values())
     assert len(ops) == len(Model.OPS) and states == set(STATES), (ops, states)
@@ -601,7 +601,7 @@ def test_one_place_hypothesis_state_machine(jobs):
     run_state_machine_as_test(
         OnePlace,
         settings=settings(
-            max_examples=25,
+            max_examples=20,
             stateful_step_count=25,
             deadline=None,
             database=None,
