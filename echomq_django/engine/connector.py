@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -54,16 +54,25 @@ class Call:
 
 
 def mask_url(url: str) -> str:
-    """The URL with its password replaced by ``***``: safe for logs, pages and errors."""
+    """The URL with its passwords replaced by ``***``: safe for logs, pages and errors.
+
+    Both places redis-py reads a password from are masked: the userinfo
+    (``redis://user:pw@host``) and the query (``?password=pw``). The rest of
+    the URL is kept verbatim (an IPv6 host keeps its brackets).
+    """
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    netloc = f"{user}:***@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    netloc = (
+        f"{userinfo.partition(':')[0]}:***@{hostport}" if at and ":" in userinfo else parts.netloc
+    )
+    query = "&".join(_mask_param(p) for p in parts.query.split("&"))
+    masked = f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if parts.query else "")
+    return masked + (f"#{parts.fragment}" if parts.fragment else "")
+
+
+def _mask_param(param: str) -> str:
+    name, eq, _ = param.partition("=")
+    return f"{name}=***" if eq and name.lower() == "password" else param
 
 
 def translate_error(exc: Exception) -> Exception:
