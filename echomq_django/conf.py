@@ -34,8 +34,9 @@ DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
 @dataclass(frozen=True)
 class EchoMQSettings:
-    url: str = DEFAULT_URL
-    options: dict[str, Any] = field(default_factory=dict)
+    # The URL and OPTIONS may hold a password: kept out of the repr (use ``safe_url``).
+    url: str = field(default=DEFAULT_URL, repr=False)
+    options: dict[str, Any] = field(default_factory=dict, repr=False)
     cluster: bool = False
     queues: tuple[str, ...] = ("default",)
     max_payload: int = DEFAULT_MAX_PAYLOAD
