@@ -68,8 +68,8 @@ def _is_plain_json(value) -> bool:
     args=st.lists(values, max_size=4),
     kwargs=st.dictionaries(st.one_of(st.text(max_size=10), any_text), values, max_size=4),
 )
-def test_arguments_round_trip_or_are_refused_before_any_write(echomq_app, args, kwargs):
-    raw = echomq_app
+def test_arguments_round_trip_or_are_refused_before_any_write(echomq, args, kwargs):
+    raw = echomq
     raw.flushall()
     before = snapshot.dump(raw)
     try:

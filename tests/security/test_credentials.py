@@ -1,0 +1,123 @@
+"""A password in the server URL never shows: not in errors, logs, banners or admin pages.
+
+Every test puts ``SECRET`` in the URL (userinfo or ``?password=``, the two
+places redis-py reads one from) and looks for it everywhere the URL or a
+connection error could surface.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+
+import pytest
+
+from echomq_django import conf
+from echomq_django.embedded import EmbeddedServer, free_port
+from echomq_django.engine.connector import Connector, mask_url
+from echomq_django.engine.errors import ServerUnavailable
+from echomq_django.engine.jobs import Jobs, NewJob
+
+SECRET = "Tr0ub4dor-s3cret"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        (f"redis://echomq:{SECRET}@h:6379/0", "redis://echomq:***@h:6379/0"),
+        (f"redis://:{SECRET}@h/0", "redis://:***@h/0"),
+        (f"rediss+cluster://u:{SECRET}%40x@h:1", "rediss+cluster://u:***@h:1"),
+        (f"redis://u:p@{SECRET}@h:1", "redis://u:***@h:1"),  # an unencoded '@' in it
+        (f"redis://h:1/0?db=2&password={SECRET}", "redis://h:1/0?db=2&password=***"),
+        (f"unix:///run/r.sock?password={SECRET}", "unix:///run/r.sock?password=***"),
+        (f"redis://u:{SECRET}@[::1]:6379/0", "redis://u:***@[::1]:6379/0"),
+        ("redis://h:6379/0", "redis://h:6379/0"),
+    ],
+)
+def test_mask_url(url, masked):
+    assert mask_url(url) == masked
+
+
+def test_settings_show_the_url_masked(settings):
+    settings.ECHOMQ = {"URL": f"redis://u:{SECRET}@h:1/0", "METRICS_TOKEN": SECRET}
+    current = conf.get_settings()
+    assert current.safe_url == "redis://u:***@h:1/0"
+    assert SECRET not in repr(current) and SECRET not in str(current)
+
+
+@pytest.fixture(scope="module")
+def locked(server):
+    """A server that wants a password other than SECRET."""
+    with EmbeddedServer(binary=server.binary, password="the-right-one") as own:
+        yield own
+
+
+def _urls(port: int) -> list[str]:
+    return [
+        f"redis://:{SECRET}@127.0.0.1:{free_port()}/0",  # nobody listens
+        f"redis://:{SECRET}@127.0.0.1:{port}/0",  # wrong password
+        f"redis://default:{SECRET}@127.0.0.1:{port}/0",
+        f"redis://127.0.0.1:{port}/0?password={SECRET}",
+    ]
+
+
+def test_connection_errors_never_carry_the_password(locked):
+    for url in _urls(locked.port):
+        connector = Connector.from_url(url, socket_connect_timeout=1)
+        for call in (
+            connector.ping,
+            lambda c=connector: Jobs(c).enqueue("q", NewJob(payload="{}")),
+        ):
+            with pytest.raises(ServerUnavailable) as info:
+                call()
+            text = "".join(traceback.format_exception(info.value))  # with the redis-py cause
+            assert SECRET not in text and SECRET not in repr(info.value), url
+        assert SECRET not in connector.safe_url and SECRET not in repr(connector.client)
+
+
+def _manage(url: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ECHOMQ_TEST_URL": url, "DJANGO_SETTINGS_MODULE": "tests.django.settings"}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_worker_and_reaper_banners_show_the_url_masked(server):
+    with EmbeddedServer(binary=server.binary, password=SECRET) as own:
+        for args in (["runworker", "--burst"], ["runreaper", "--once"]):
+            done = _manage(own.url, *args)
+            output = done.stdout + done.stderr
+            assert done.returncode == 0, output
+            assert f":***@127.0.0.1:{own.port}" in output, output
+            assert SECRET not in output
+
+
+def test_commands_facing_a_refused_password_do_not_print_it(locked):
+    url = f"redis://:{SECRET}@127.0.0.1:{locked.port}/0"
+    for args in (["runreaper", "--once"], ["check", "--deploy"]):
+        done = _manage(url, *args)
+        output = done.stdout + done.stderr
+        assert SECRET not in output, output
+
+
+@pytest.mark.django_db
+def test_admin_dashboard_shows_the_url_masked(settings, admin_client, server):
+    with EmbeddedServer(binary=server.binary, password=SECRET) as own:
+        settings.ECHOMQ = {"URL": own.url}
+        conf.reset()
+        try:
+            page = admin_client.get("/admin/echomq/").content.decode()
+        finally:
+            conf.reset()
+    assert f":***@127.0.0.1:{own.port}" in page
+    assert SECRET not in page
