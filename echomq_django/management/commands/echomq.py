@@ -111,7 +111,12 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, subcommand: str, **options: Any) -> None:
         self.stdout.ending = ""  # rich and the JSON writer end their own lines
-        self.console = Console(file=self.stdout, highlight=False)
+        self.console = Console(
+            file=self.stdout,
+            highlight=False,
+            no_color=options["no_color"],
+            force_terminal=options["force_color"] or None,
+        )
         action = getattr(self, "do_" + subcommand.replace("-", "_"))
         try:
             action(**options)
@@ -130,10 +135,9 @@ class Command(BaseCommand):
         if watch and as_json:
             raise CommandError("--watch draws a live table; it cannot be combined with --json")
         jobs = conf.get_jobs()
-        names = list(queues) or known_queues(jobs)
 
-        def snapshot() -> list[QueueStats]:
-            return queue_stats(jobs, names)
+        def snapshot() -> list[QueueStats]:  # known queues are read again on every refresh
+            return queue_stats(jobs, list(queues) or known_queues(jobs))
 
         if as_json:
             self.emit_json([dataclasses.asdict(s) for s in snapshot()])
