@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 
 from echomq_django.compat import TaskResultStatus
+from project.demo import tasks as demo_tasks
 from tests.django import tasks
 
 pytestmark = pytest.mark.django_db
@@ -39,6 +40,7 @@ def test_runworker_burst_runs_the_framework_contract(jobs, url):
     coroutine = tasks.async_add.enqueue(1, 2)
     deferred = tasks.add.using(run_after=timezone.now() + timedelta(hours=1)).enqueue(0, 0)
     low, high = (tasks.echo.using(priority=p).enqueue(p) for p in (-5, 5))
+    discovered = demo_tasks.add.enqueue(3, 4)  # an installed app's tasks.py: autodiscovered
 
     proc = runworker(url, "--name", "sub-worker")
     assert proc.returncode == 0, proc.stderr
@@ -54,5 +56,6 @@ def test_runworker_burst_runs_the_framework_contract(jobs, url):
     assert tasks.flaky.get_result(in_context.id).return_value == {"attempt": 2, "id": in_context.id}
     assert tasks.async_add.get_result(coroutine.id).return_value == 3
     assert tasks.add.get_result(deferred.id).status == TaskResultStatus.READY
+    assert demo_tasks.add.get_result(discovered.id).return_value == 7
     high_done, low_done = (tasks.echo.get_result(r.id).finished_at for r in (high, low))
     assert high_done < low_done
