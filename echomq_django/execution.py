@@ -23,8 +23,11 @@ worker keeps going). What it does, in order:
 
 ``KeyboardInterrupt`` or ``SystemExit`` raised *by a task* (``sys.exit()`` in
 task code) is a failed attempt like any other exception: recorded, retried
-under the task's policy, never propagated into the worker. Stopping the worker
-is the worker's business (SIGINT/SIGTERM: finish or release running jobs).
+under the task's policy, never propagated into the worker. Django's
+ImmediateBackend re-raises KeyboardInterrupt because there the task runs in the
+user's own thread; here tasks run in the worker's threads, and Ctrl-C reaches
+the worker's main thread, whose handler stops claiming and lets running jobs
+finish or go back to pending (the worker's business, not the task's).
 """
 
 from __future__ import annotations

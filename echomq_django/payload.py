@@ -171,7 +171,7 @@ def parse_run_after(text: str) -> datetime | None:
 
 # -- module path -> Task object (never an import of a path from a row) -------------------
 
-_discovery_lock = threading.Lock()
+_discovery_lock = threading.RLock()  # a tasks module may read a result while imported
 _discovered: set[str] = set()
 
 
