@@ -19,8 +19,8 @@ CLIENT_COMMANDS = (
     "evalsha", "script|load", "script|exists", "ping", "info", "time", "client|setinfo",
     "client|setname", "hello", "bzpopmin", "zpopmin",
     # registries of queues and workers, reads of rows and pages
-    "sadd", "smembers", "hgetall", "hmget", "hset", "expire", "zadd", "zrem",
-    "zrangebyscore", "zremrangebyscore", "del", "exists", "zcard",
+    "sadd", "smembers", "hgetall", "hmget", "hset", "expire", "pexpire", "zadd", "zrem",
+    "zrange", "zrangebyscore", "zremrangebyscore", "del", "exists", "zcard",
 )  # fmt: skip
 
 # What the transition scripts call.
@@ -28,7 +28,7 @@ SCRIPT_COMMANDS = (
     "get", "set", "del", "exists", "incr", "expire",
     "hget", "hmget", "hset", "hdel", "hincrby", "hgetall",
     "zadd", "zrem", "zpopmin", "zrange", "zrangebyscore", "zcount", "zcard",
-    "time",
+    "time", "type",
 )  # fmt: skip
 
 

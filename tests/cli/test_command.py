@@ -14,6 +14,7 @@ from django.core.management.base import CommandError
 from echomq_django import conf
 from echomq_django.embedded import free_port
 from echomq_django.engine import registry, script
+from echomq_django.engine.acl import worker_acl_rules
 from echomq_django.engine.jobs import NewJob
 from echomq_django.engine.keyspace import new_job_id
 from tests.cli.conftest import echomq_cmd, enqueue, make_completed, make_dead, manage_py
@@ -299,3 +300,21 @@ def test_exit_status_is_non_zero_for_bad_input_and_for_a_missing_server(valkey_s
     assert bad_id.returncode == 2 and "invalid job id 'nope'" in bad_id.stderr
     down = manage_py("echomq", "ping", url=f"redis://127.0.0.1:{free_port()}/0")
     assert down.returncode == 1 and "cannot reach the EchoMQ server" in down.stderr
+
+
+def test_the_operator_commands_run_under_the_minimal_acl(settings, make_acl_server):
+    acl = make_acl_server(worker_acl_rules())
+    settings.ECHOMQ = {"URL": acl.url, "QUEUES": ["default"]}
+    conf.reset()
+    try:
+        jobs = conf.get_jobs()
+        make_dead(jobs, "default", 2)
+        heartbeat(jobs, "w-acl", ["default"], [])
+        assert echomq_cmd("ping", "--json").json()["version"]
+        [stats] = echomq_cmd("stats", "--json").json()
+        assert stats["counts"]["dead"] == 2
+        assert [w["id"] for w in echomq_cmd("workers", "--json").json()] == ["w-acl"]
+        assert echomq_cmd("retry-dead", "default", "--json").json()["retried"] == 2
+        assert echomq_cmd("purge", "default", "completed", "--yes", "--json").json()["purged"] == 0
+    finally:
+        conf.reset()
