@@ -42,7 +42,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from .errors import ServerUnavailable, StaleToken
+from .errors import EchoMQError, ServerUnavailable, StaleToken
 from .jobs import DEFAULT_LEASE_MS, Claimed, Jobs
 from .keyspace import QueueKeys, validate_worker_id
 from .registry import WorkerInfo
@@ -237,7 +237,7 @@ class Worker:
             while self._wait_for_room():
                 empty_before = self._held_count() == 0
                 try:
-                    claimed, wait_ms = self._claim_round()
+                    claimed, next_due = self._claim_round()
                 except ServerUnavailable as exc:
                     self._server_down("claim", exc)
                     continue
@@ -248,7 +248,7 @@ class Worker:
                     logger.info("burst: the queues are empty and nothing is running")
                     return
                 if not self.burst:
-                    self._block(wait_ms)
+                    self._block(next_due)
                 else:  # burst with jobs still running: they may retry into pending
                     self._wait_for_change()
         except BaseException:
@@ -270,15 +270,15 @@ class Worker:
         with self._room:
             self._room.wait(0.05)
 
-    def _claim_round(self) -> tuple[int, int | None]:
+    def _claim_round(self) -> tuple[int, tuple[int, str] | None]:
         """Claim from the queues in order until the batch is full.
 
-        Returns how many jobs were claimed, and the milliseconds (server clock)
-        until the earliest scheduled job of the queues is due, if any.
+        Returns how many jobs were claimed, and when the earliest scheduled job of
+        the queues is due: (milliseconds from now on the server clock, its queue).
         """
         with self._lock:
             want = min(self._target() - len(self._held), self._quota())
-        got, wait_ms = 0, None
+        got, next_due = 0, None
         for name in self.queues:
             if got >= want:
                 break
@@ -286,11 +286,12 @@ class Worker:
             claim = self.jobs.claim(name, self.id, count=want - got, lease_ms=self.lease_ms)
             if claim.next_due_ms is not None:
                 delta = claim.next_due_ms - claim.now_ms
-                wait_ms = delta if wait_ms is None else min(wait_ms, delta)
+                if next_due is None or delta < next_due[0]:
+                    next_due = (delta, name)
             if claim.jobs:
                 got += len(claim.jobs)
                 self._hold(claim.jobs, sent)
-        return got, wait_ms
+        return got, next_due
 
     def _hold(self, claimed: list[Claimed], sent: float) -> None:
         leases = [
@@ -322,11 +323,22 @@ class Worker:
         with self._lock:
             return len(self._held)
 
-    def _block(self, wait_ms: int | None) -> None:
-        """Wait on the server until a queue is woken or the next scheduled job is due."""
-        timeout = self.idle_block_s
-        if wait_ms is not None:
-            timeout = min(timeout, max(wait_ms, 1) / 1000)
+    def _block(self, next_due: tuple[int, str] | None) -> None:
+        """Wait on the server until a queue is woken or the next scheduled job is due.
+
+        A server checks blocking timeouts only on its ``hz`` tick (100 ms by
+        default), too coarse for a due time. So when a scheduled job is due before
+        the block would end anyway, a local alarm promotes it at its time
+        (``Jobs.promote``, one script call), and the promotion's wake-up ends the
+        block: the job starts within a few ms of due, without a reaper.
+        """
+        timeout, alarm = self.idle_block_s, None
+        if next_due is not None and next_due[0] / 1000 < timeout:
+            wait_ms, queue = max(next_due[0], 0), next_due[1]
+            timeout = max(wait_ms, 1) / 1000
+            alarm = threading.Timer((wait_ms + 1) / 1000, self._promote, (queue,))
+            alarm.daemon = True
+            alarm.start()
         try:
             blocker = self._blocking_client()
             self._blocking_since = time.monotonic()
@@ -340,6 +352,14 @@ class Worker:
                 self._stopping.wait(timeout)
         finally:
             self._blocking_since = None
+            if alarm is not None:
+                alarm.cancel()
+
+    def _promote(self, queue: str) -> None:
+        try:
+            self.jobs.promote(queue, limit=100)
+        except EchoMQError as exc:  # the block's own timeout still ends the wait
+            logger.debug("promote at due time failed: %s", exc)
 
     def _wake_keys(self) -> list[str]:
         keys = [QueueKeys.of(q).wake for q in self.queues]
