@@ -23,6 +23,7 @@ from redis.retry import Retry
 
 from .errors import (
     EchoMQError,
+    InvalidURL,
     JobExists,
     JobNotFound,
     ScriptError,
@@ -75,6 +76,20 @@ def _mask_param(param: str) -> str:
     return f"{name}=***" if eq and name.lower() == "password" else param
 
 
+def _require_host(url: str) -> None:
+    """Refuse a URL without a host: redis-py would quietly connect to localhost:6379.
+
+    That is what an unquoted '@' or '/' in a password does (``redis://:a/b@h/0``
+    parses as host '' and path '/b@h/0'). The URL is not echoed: it holds the secret.
+    """
+    parts = urlsplit(url)
+    if not (parts.path if parts.scheme == "unix" else parts.hostname):
+        raise InvalidURL(
+            f"the {parts.scheme or 'server'} URL names no host (or socket path); "
+            "percent-quote '@', '/', ':' and '#' in a user name or password"
+        )
+
+
 def translate_error(exc: Exception) -> Exception:
     """Map a redis-py exception onto the engine's typed errors."""
     if isinstance(exc, EchoMQError):
@@ -114,6 +129,7 @@ class Connector:
         ``options`` go to redis-py (``socket_timeout``, ``ssl_ca_certs``, ``username``,
         ``password``, ``health_check_interval``...). Nothing is sent until first use.
         """
+        _require_host(url)
         options.setdefault("decode_responses", True)
         options.setdefault("retry", Retry(NoBackoff(), 0))
         options.setdefault("socket_connect_timeout", 5)

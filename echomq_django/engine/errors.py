@@ -24,6 +24,10 @@ class InvalidWorkerId(EchoMQError, ValueError):
     """A worker id with characters that the row's worker list cannot hold."""
 
 
+class InvalidURL(EchoMQError, ValueError):
+    """A server URL that names no host (or no socket path); nothing was connected."""
+
+
 class InvalidJobOptions(EchoMQError, ValueError):
     """An enqueue option out of range (priority, attempts, lease, payload size...)."""
 
