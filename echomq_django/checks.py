@@ -206,6 +206,8 @@ def _settings_unusable() -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Finding:
+    """One server warning: a check id, the message workers print, and what to do about it."""
+
     id: str
     message: str
     hint: str
@@ -240,6 +242,7 @@ def server_findings(connector: Connector) -> list[Finding]:
 
 @checks.register(TAG, deploy=True)
 def check_server_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """``check --deploy``: the server findings as warnings (echomq.W010-W012)."""
     if _settings_unusable() or check_server():  # unusable settings, or W002 said it all
         return []
     return [
