@@ -12,9 +12,9 @@
 --
 -- Reply: {now_ms, next_due_ms or -1, job...} where each job is its row as a flat
 -- HGETALL array (attempts = the token). A popped id without a row (or with a
--- key of another type in its place) is dropped: the pop repairs the set, and no
--- command can fail on a wrong type after the batch was popped. A row whose
--- attempts is not an integer goes to dead.
+-- key of another type in its place, or that is not a job id at all) is dropped:
+-- the pop repairs the set, and no command can fail on a wrong type after the
+-- batch was popped. A row whose attempts is not an integer goes to dead.
 -- @include "common"
 -- @include "moves"
 
@@ -27,7 +27,7 @@ local claimed, dangling = 0, 0
 for i = 1, #popped, 2 do
   local id = popped[i]
   local jk = row_key(id)
-  if not is_row(jk) then
+  if not is_job_id(id) or not is_row(jk) then
     dangling = dangling + 1
   else
     local token = redis.pcall('HINCRBY', jk, 'attempts', 1)
@@ -42,7 +42,10 @@ for i = 1, #popped, 2 do
       local deadline = now_ms + lease
       local workers = worker
       if row[3] and row[3] ~= '' then workers = row[3] .. '\n' .. worker end
-      redis.call('HSET', jk, 'state', 'active', 'worker', worker, 'worker_ids', workers,
+      -- The key names the job: 'id' is rewritten from it, so a row planted without
+      -- an id (or with another job's) still comes back as this job, and is fenced
+      -- and dead-lettered under its own key.
+      redis.call('HSET', jk, 'id', id, 'state', 'active', 'worker', worker, 'worker_ids', workers,
         'last_attempted_at', fmt(now_us), 'lease_deadline', fmt(deadline))
       if not row[2] or row[2] == '' then
         redis.call('HSET', jk, 'started_at', fmt(now_us))

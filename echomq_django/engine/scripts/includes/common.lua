@@ -27,6 +27,16 @@ local function is_row(jk)
   return redis.call('TYPE', jk)['ok'] == 'hash'
 end
 
+-- A canonical lowercase UUIDv7, as keyspace.validate_job_id accepts. A member
+-- planted in a place under any other name must never reach a worker: every
+-- later call on it (complete, retry, extend) would be refused as a bad id.
+local H = '[0-9a-f]'
+local JOB_ID = '^' .. H:rep(8) .. '%-' .. H:rep(4) .. '%-7' .. H:rep(3) .. '%-[89ab]'
+  .. H:rep(3) .. '%-' .. H:rep(12) .. '$'
+local function is_job_id(id)
+  return string.find(id, JOB_ID) ~= nil
+end
+
 -- Priority (-100..100, higher first) and a per-queue sequence (FIFO within one
 -- priority) packed into one exact double: (100 - priority) * 2^45 + seq stays
 -- below 2^53 for 35 trillion jobs per queue.
