@@ -202,7 +202,8 @@ class Worker:
             thread.start()
         while fetcher.is_alive():  # join with a timeout: the main thread stays signal-responsive
             fetcher.join(0.2)
-        self._release_waiting()
+        if self._stopping.is_set():
+            self._release_waiting()  # a burst or max_jobs run still runs what it claimed
         if not self._drain():
             self._abandoned.set()
             self._release_running()

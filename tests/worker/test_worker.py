@@ -116,7 +116,7 @@ def test_the_first_queue_has_precedence(jobs, start_worker):
 def test_max_jobs_stops_after_n(jobs, start_worker):
     enqueue(jobs, n=5)
     stats = start_worker(lambda c: Success(), max_jobs=3).stats()
-    assert (stats.claimed, stats.completed) == (3, 3)
+    assert (stats.claimed, stats.completed, stats.released) == (3, 3, 0)
     assert jobs.stats("q").counts["pending"] == 2
 
 
