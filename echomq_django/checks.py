@@ -150,20 +150,19 @@ def _queue_messages(queues: object, where: str) -> list[checks.CheckMessage]:
 
 
 def _options_messages(alias: str, options: object) -> list[checks.CheckMessage]:
-    from .backends import JOB_OPTIONS, OTHER_OPTIONS  # the backend owns its option names
+    from .backends import KNOWN_OPTIONS  # the backend owns its option names
 
-    known = {name.upper() for name in JOB_OPTIONS} | set(OTHER_OPTIONS)
     where = f"settings.TASKS[{alias!r}]['OPTIONS']"
     if not isinstance(options, Mapping):
         unknown = [f"(a {type(options).__name__}, not a dict)"]
     else:
-        unknown = [repr(k) for k in sorted(set(options) - known, key=str)]
+        unknown = [repr(k) for k in sorted(set(options) - KNOWN_OPTIONS, key=str)]
     if not unknown:
         return []
     return [
         checks.Error(
             f"{where} has unknown options: {', '.join(unknown)}.",
-            hint=f"Options of the EchoMQ backend: {', '.join(sorted(known))}.",
+            hint=f"Options of the EchoMQ backend: {', '.join(sorted(KNOWN_OPTIONS))}.",
             id="echomq.E004",
         )
     ]
