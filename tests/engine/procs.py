@@ -32,6 +32,14 @@ def claim_until_empty(
         got.extend((c.id, c.token) for c in batch)
 
 
+def claim_and_hang(url: str, queue: str, lease_ms: int, claimed: Any) -> None:
+    """Claim one job, say so, and hang until killed: a worker that dies mid-job."""
+    jobs = Jobs(Connector.from_url(url))
+    jobs.claim(queue, "doomed", lease_ms=lease_ms)
+    claimed.set()
+    time.sleep(600)
+
+
 def shifted_clock_session(url: str, queue: str, shift_s: float, lease_ms: int) -> dict[str, Any]:
     """Run a claim, an extend and a retry with this process's clock ``shift_s`` off.
 

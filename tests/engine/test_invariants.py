@@ -9,6 +9,7 @@
 5 declared keys                test_scripts_static.py (static; the cluster runtime proof
                                lives with the cluster tests)
 6 nothing lost                 test_no_double_pick_across_processes,
+                               test_a_killed_worker_delays_its_job_by_one_lease,
                                test_nothing_lost_under_concurrent_workers_and_reapers
 7 the script cache             test_script_body_crosses_the_wire_once_per_server
 """
@@ -262,7 +263,7 @@ def test_a_pipeline_after_script_flush_loads_once_and_runs_every_call(
 # -- 6. no double pick, nothing lost ------------------------------------------------------------
 
 
-def test_no_double_pick_across_processes(url, jobs):
+def test_no_double_pick_across_processes(jobs):
     """Invariant 6: 4 processes race to claim 10,000 jobs; each job is claimed exactly once."""
     n = 10_000
     ids = set(enqueue_n(jobs, n))
@@ -270,7 +271,9 @@ def test_no_double_pick_across_processes(url, jobs):
     with ctx.Manager() as manager, ctx.Pool(4) as pool:
         start = manager.Event()
         results = [
-            pool.apply_async(procs.claim_until_empty, (url, QUEUE, f"p{i}", count, start))
+            pool.apply_async(
+                procs.claim_until_empty, (jobs.connector.url, QUEUE, f"p{i}", count, start)
+            )
             for i, count in enumerate((1, 7, 25, 50))
         ]
         time.sleep(0.5)  # let every child connect, then start them together
@@ -282,6 +285,32 @@ def test_no_double_pick_across_processes(url, jobs):
     assert {token for _, token in got} == {1}
     assert sum(1 for r in results if r.get()) > 1, "only one process claimed: no race happened"
     assert jobs.stats(QUEUE).counts["active"] == n
+
+
+def test_a_killed_worker_delays_its_job_by_one_lease(jobs):
+    """Invariant 6: SIGKILL a worker process mid-job; the job comes back after one lease."""
+    lease = 400
+    job_id = jobs.enqueue(QUEUE, new()).id
+    ctx = multiprocessing.get_context("spawn")
+    claimed = ctx.Event()
+    doomed = ctx.Process(
+        target=procs.claim_and_hang, args=(jobs.connector.url, QUEUE, lease, claimed)
+    )
+    doomed.start()
+    try:
+        assert claimed.wait(60), "the worker process never claimed"
+    finally:
+        doomed.kill()
+        doomed.join()
+    deadline = jobs.get(QUEUE, job_id).lease_deadline
+    assert jobs.reap(QUEUE).moved == 0  # still within its lease: not taken away early
+    while jobs.stats(QUEUE).now_ms <= deadline:
+        time.sleep(0.02)
+    assert jobs.reap(QUEUE).moved == 1
+    (again,) = jobs.claim(QUEUE, WORKER).jobs
+    assert (again.id, again.token, again.job.worker_ids) == (job_id, 2, ("doomed", WORKER))
+    jobs.complete(QUEUE, job_id, again.token)
+    assert assert_one_place(jobs) == {job_id: "completed"}
 
 
 def test_nothing_lost_under_concurrent_workers_and_reapers(jobs):
@@ -407,12 +436,12 @@ def test_a_deleted_job_fences_its_holder(jobs):
 # -- 4. the server clock ------------------------------------------------------------------------
 
 
-def test_deadlines_follow_the_server_clock_not_the_clients(url, jobs):
+def test_deadlines_follow_the_server_clock_not_the_clients(jobs):
     """Invariant 4: a client whose clock is 3 hours ahead gets server-clock deadlines."""
     shift_s, lease = 3 * 3600, 5000
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1) as pool:
-        r = pool.apply(procs.shifted_clock_session, (url, QUEUE, shift_s, lease))
+        r = pool.apply(procs.shifted_clock_session, (jobs.connector.url, QUEUE, shift_s, lease))
     assert r["client_ms"] - r["after_retry"] > shift_s * 1000 - 60_000  # the patch took effect
     assert r["before_claim"] + lease <= r["claim_deadline"] <= r["after_claim"] + lease
     assert r["before_claim"] * 1000 <= r["started_at_us"] <= (r["after_claim"] + 1) * 1000
