@@ -1,0 +1,35 @@
+"""The CI variant of the chaos soak: ``bench/soak.py`` small, with every fault, about a minute.
+
+Real ``runworker`` and ``runreaper`` processes, SIGKILLs and SIGSTOPs of
+workers, one server restart with AOF; the soak's own audit must pass (nothing
+lost, nothing in two places, one execution per token, every re-execution
+explained). The full-size run (100,000 jobs) is in bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_small_chaos_soak_audits_clean(tmp_path, server):
+    report = tmp_path / "audit.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "soak.py"),
+         "--jobs", "2500", "--workers", "2", "--threads", "4", "--reapers", "2",
+         "--minutes", "3", "--lease", "0.5", "--kill-every", "2", "--pause-every", "4",
+         "--binary", server.binary, "--out", str(tmp_path / "run"), "--json", str(report)],
+        cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    checks = {c["name"]: c for c in json.loads(report.read_text())["checks"]}
+    assert all(c["ok"] is not False for c in checks.values())
+    assert checks["lost (not completed or dead)"]["value"] == 0
+    assert checks["faults: worker SIGKILLs"]["value"] >= 3
+    assert checks["faults: worker SIGSTOPs (2 x lease)"]["value"] >= 1
+    assert checks["faults: server restarts (AOF)"]["value"] == 1
+    assert checks["executions beyond the first"]["value"] > 0
