@@ -122,12 +122,20 @@ def _int_or_none(value: object) -> int | None:
         return None
 
 
+def pretty(value: Any) -> str:
+    """JSON for people: one line when it is short, else indented."""
+    line = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if len(line) <= 48:
+        return line
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
 def pretty_json(raw: str | None) -> tuple[str, bool]:
-    """(text, parsed): indented JSON when ``raw`` parses, else ``raw`` unchanged."""
+    """(text, parsed): ``pretty`` JSON when ``raw`` parses, else ``raw`` unchanged."""
     if raw is None:
         return "", False
     try:
-        return json.dumps(json.loads(raw), indent=2, sort_keys=True, ensure_ascii=False), True
+        return pretty(json.loads(raw)), True
     except ValueError:
         return raw, False
 
@@ -156,9 +164,9 @@ class ShownPayload:
         }
         return cls(
             task=payload.task,
-            args=json.dumps(payload.args, indent=2, ensure_ascii=False),
-            kwargs=json.dumps(payload.kwargs, indent=2, sort_keys=True, ensure_ascii=False),
-            options=json.dumps(options, indent=2, ensure_ascii=False),
+            args=pretty(payload.args),
+            kwargs=pretty(payload.kwargs),
+            options=pretty(options),
             raw="",
             problem="",
         )

@@ -32,3 +32,10 @@ def ago(moment: datetime | None, now: datetime) -> str:
             break
     text = " ".join(parts)
     return f"{text} ago" if seconds > 0 else f"in {text}"
+
+
+@register.filter
+def last_line(text: str) -> str:
+    """The last non-blank line of a traceback: the exception and its message."""
+    lines = [line for line in str(text or "").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""

@@ -35,8 +35,10 @@ ERROR = json.dumps(
 SUMMARY = "shop.payments.PaymentDeclined: card_declined (insufficient funds)"
 
 
-def new_job(*args: object, task: str = "shop.tasks.charge_card", **fields: object) -> NewJob:
-    body = Payload(task=task, args=list(args), kwargs={"order": 7}, backend="default")
+def new_job(n: int = 0, *, task: str = "shop.tasks.charge_card", **fields: object) -> NewJob:
+    """The n-th job of a batch, with a payload written the way the backend writes it."""
+    kwargs = {"order": 7, "amount_cents": 4999, "currency": "EUR"}
+    body = Payload(task=task, args=[1000 + n], kwargs=kwargs, backend="default")
     return NewJob(payload=body.dumps(), task=task, **fields)
 
 
@@ -48,13 +50,21 @@ def enqueue(
     ]
 
 
-def dead(jobs: Jobs, queue: str = "emails", n: int = 1, **kwargs) -> list[str]:
-    """Jobs that failed for good, as a worker fails them: claimed, then retry(give_up)."""
-    enqueue(jobs, queue, n, **kwargs)
-    claim = jobs.claim(queue, WORKER, count=n, lease_ms=60_000)
-    for c in claim.jobs:
-        jobs.retry(queue, c.id, c.token, error=ERROR, summary=SUMMARY, give_up=True)
-    return [c.id for c in claim.jobs]
+def dead(jobs: Jobs, queue: str = "emails", n: int = 1, attempts: int = 1, **kwargs) -> list[str]:
+    """Jobs that failed for good, as a worker fails them: claimed and retried until dead.
+
+    With ``attempts`` > 1 each job fails that many times (max_attempts = attempts),
+    so its row holds one error and one worker id per attempt. Call it while the
+    queue has nothing else pending: claims take the oldest pending jobs.
+    """
+    ids = enqueue(jobs, queue, n, max_attempts=attempts, **kwargs)
+    for attempt in range(1, attempts + 1):
+        claim = jobs.claim(queue, f"{WORKER[:-1]}{attempt}", count=n, lease_ms=60_000)
+        for c in claim.jobs:
+            jobs.retry(
+                queue, c.id, c.token, error=ERROR, summary=SUMMARY, give_up=attempt == attempts
+            )
+    return ids
 
 
 def completed(jobs: Jobs, queue: str = "emails", n: int = 1, **kwargs) -> list[str]:
@@ -69,12 +79,12 @@ def active(jobs: Jobs, queue: str = "emails", n: int = 1, worker: str = WORKER) 
     return [c.id for c in jobs.claim(queue, worker, count=n, lease_ms=120_000).jobs]
 
 
-def scheduled(jobs: Jobs, queue: str = "emails", n: int = 1, in_s: int = 3600) -> list[str]:
+def scheduled(
+    jobs: Jobs, queue: str = "emails", n: int = 1, in_s: int = 3600, **kwargs
+) -> list[str]:
     due = int(jobs.connector.client.time()[0] + in_s) * 1000
-    return [
-        e.id
-        for e in jobs.enqueue_many(queue, [new_job(i, due_ms=due + i * 60_000) for i in range(n)])
-    ]
+    made = [new_job(i, due_ms=due + i * 60_000, **kwargs) for i in range(n)]
+    return [e.id for e in jobs.enqueue_many(queue, made)]
 
 
 def fill_throughput(jobs: Jobs, queue: str, rate: float, failure: float, seed: int) -> None:
@@ -108,16 +118,19 @@ def populate(jobs: Jobs) -> dict[str, list[str]]:
     shape = {
         "default": ("shop.tasks.send_receipt", 38.0, 0.02),
         "emails": ("shop.tasks.send_newsletter", 64.0, 0.01),
-        "payments": ("shop.tasks.charge_card", 12.0, 0.12),
-        "reports": ("analytics.tasks.build_report", 3.0, 0.05),
+        "payments": ("shop.tasks.charge_card", 18.0, 0.35),
+        "reports": ("analytics.tasks.build_report", 9.0, 0.1),
+    }
+    found = {
+        "payments": dead(jobs, "payments", 4, attempts=3),
+        "emails": dead(jobs, "emails", task="shop.tasks.send_newsletter"),
     }
     for seed, (queue, (task, rate, failure)) in enumerate(shape.items()):
         fill_throughput(jobs, queue, rate, failure, seed)
         completed(jobs, queue, 5 + 3 * seed, task=task)
         enqueue(jobs, queue, 7 * (4 - seed), task=task, priority=seed % 3)
-        scheduled(jobs, queue, seed + 2, in_s=600 * (seed + 1))
+        scheduled(jobs, queue, seed + 2, in_s=600 * (seed + 1), task=task)
         active(jobs, queue, seed + 1, worker=f"web-{seed}.shop:{4100 + seed}")
-    found = {"payments": dead(jobs, "payments", 4), "emails": dead(jobs, "emails", 1)}
     add_worker(jobs, "web-1.shop:4101", ["default", "emails"], 8, 5)
     add_worker(jobs, "web-2.shop:4102", ["default", "emails"], 8, 3)
     add_worker(jobs, "batch-1.shop:5120", ["payments", "reports"], 4, 4)

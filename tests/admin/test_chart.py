@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from echomq_django.admin_chart import merge, nice_top, sparkline, throughput_chart
-from echomq_django.templatetags.echomq_admin import ago
+from echomq_django.templatetags.echomq_admin import ago, last_line
 
 
 @pytest.mark.parametrize(
@@ -66,3 +66,8 @@ NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 )
 def test_ago(delta, text):
     assert ago(NOW - delta, NOW) == text
+
+
+def test_last_line_of_a_traceback():
+    assert last_line("Traceback:\n  File x\nValueError: boom\n\n") == "ValueError: boom"
+    assert last_line("") == "" and last_line(None) == ""

@@ -137,15 +137,16 @@ def test_list_shows_an_entry_whose_row_is_gone(jobs, superuser):
 
 
 def test_job_detail_shows_everything(jobs, superuser):
-    (job_id,) = seed.dead(jobs, "emails")
+    (job_id,) = seed.dead(jobs, "emails", attempts=2)
     response = superuser.get(job_url("emails", job_id))
     page = response.content.decode()
     assert response.status_code == 200
     assert "shop.tasks.charge_card" in page
     assert "&quot;order&quot;: 7" in page  # kwargs, pretty JSON
     assert "shop.payments.PaymentDeclined" in page and "raise PaymentDeclined" in page
-    assert seed.WORKER in page
-    assert "<strong>1</strong> of 3" in page  # attempts (the token) of max attempts
+    assert "worker-1" in page and "worker-2" in page  # one worker id per attempt
+    assert len(response.context["errors"]) == 2 and page.count("raise PaymentDeclined") == 2
+    assert "<strong>2</strong> of 2" in page  # attempts (the token) of max attempts
     times = dict(response.context["times"])
     assert times["Enqueued"] <= times["First started"] <= times["Finished"]
     assert times["Due"] is None and times["Lease deadline"] is None  # a dead job holds no lease
