@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from echomq_django.compat import InvalidTask, default_task_backend
-from echomq_django.engine.errors import InvalidJobOptions
+from echomq_django.engine.errors import InvalidJobOptions, PayloadTooLarge
 from tests.chaos import snapshot
 from tests.django.tasks import echo
 
@@ -83,3 +84,12 @@ def test_arguments_round_trip_or_are_refused_before_any_write(echomq, args, kwar
     assert (stored.args, stored.kwargs) == (result.args, result.kwargs)
     if _is_plain_json(args) and _is_plain_json(kwargs):
         assert (stored.args, stored.kwargs) == (args, kwargs)
+
+
+def test_the_max_payload_setting_refuses_big_arguments_before_any_write(echomq, settings):
+    settings.ECHOMQ = {**settings.ECHOMQ, "MAX_PAYLOAD": 300}  # setting_changed rebuilds Jobs
+    before = snapshot.dump(echomq)
+    with pytest.raises(PayloadTooLarge, match="over the limit of 300"):
+        echo.enqueue("x" * 400)
+    assert snapshot.dump(echomq) == before
+    assert default_task_backend.get_result(echo.enqueue("x" * 10).id).args == ["x" * 10]
