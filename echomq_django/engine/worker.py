@@ -242,6 +242,10 @@ class Worker:
                 except ServerUnavailable as exc:
                     self._server_down("claim", exc)
                     continue
+                except EchoMQError as exc:  # e.g. BUSY (another script), OOM: try again soon
+                    logger.error("claim failed: %s; retrying in 1s", exc)
+                    self._stopping.wait(1.0)
+                    continue
                 self._server_up()
                 if claimed:
                     continue
@@ -343,7 +347,8 @@ class Worker:
         try:
             blocker = self._blocking_client()
             self._blocking_since = time.monotonic()
-            blocker.bzpopmin(self._wake_keys(), timeout)
+            if not self._stopping.is_set():  # stop() may have come just before the block
+                blocker.bzpopmin(self._wake_keys(), timeout)
         except redis.RedisError as exc:
             if not self._stopping.is_set():
                 # Down, failed over, or refused (e.g. an ACL without BZPOPMIN): wait
@@ -401,12 +406,12 @@ class Worker:
                 lease = self._ready.get()
             if lease is None:
                 return
-            if self._stopping.is_set():
-                self._release(lease)
-                continue
             try:
-                self._process(lease)
-            except BaseException:  # never lose an executor thread
+                if self._stopping.is_set():
+                    self._release(lease)
+                else:
+                    self._process(lease)
+            except BaseException:  # never lose an executor thread; the reaper recovers the job
                 logger.exception("job %s: the worker failed while finishing it", lease.claimed.id)
                 self._forget(lease)
 
@@ -460,8 +465,10 @@ class Worker:
         items = [(le.claimed.queue, le.claimed.id, le.claimed.token, res) for le, res in batch]
         try:
             replies = self._call_server("complete", lambda: self.jobs.complete_many(items))
-        except ServerUnavailable:
-            for lease, _ in batch:  # shutdown gave up: the reaper returns them after the lease
+        except Exception as exc:  # shutdown gave up, or worse: the reaper returns them
+            if not isinstance(exc, ServerUnavailable):
+                logger.exception("completing %d job(s) failed", len(batch))
+            for lease, _ in batch:
                 self._forget(lease)
             return
         for (lease, _), reply in zip(batch, replies):
@@ -537,7 +544,11 @@ class Worker:
         next_registry = 0.0
         while not self._beat_done.is_set():
             now = time.monotonic()
-            retry_soon = not self._renew_due(now)
+            try:
+                retry_soon = not self._renew_due(now)
+            except Exception:  # this thread keeps every lease alive: it must not die
+                logger.exception("renewing leases failed")
+                retry_soon = True
             if now >= next_registry:
                 self._beat_registry()
                 next_registry = now + self.registry_interval_s

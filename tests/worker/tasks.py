@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from echomq_django.compat import task
 
@@ -18,7 +19,9 @@ def boom(message):
 
 
 @task(queue_name="slow")
-def nap(seconds):
-    """Sleep, then say how long: a long job for the lease and shutdown tests."""
+def nap(seconds, started_file=""):
+    """Touch ``started_file`` (if given), sleep, then say how long: for the shutdown tests."""
+    if started_file:
+        Path(started_file).touch()
     time.sleep(seconds)
     return seconds

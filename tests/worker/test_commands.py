@@ -54,11 +54,12 @@ def test_runworker_burst_runs_django_tasks_end_to_end(django_jobs, valkey_url, s
     ("seconds", "grace", "outcome"), [(0.8, "5", "completed"), (30, "0.5", "pending")]
 )
 def test_sigterm_finishes_or_releases_the_running_job_and_exits_0(
-    django_jobs, valkey_url, spawn, seconds, grace, outcome
+    django_jobs, valkey_url, spawn, tmp_path, seconds, grace, outcome
 ):
-    result = tasks.nap.enqueue(seconds)
+    started = tmp_path / "started"
+    result = tasks.nap.enqueue(seconds, str(started))
     worker = spawn("runworker", valkey_url, "slow", "--grace", grace, "--lease", "1")
-    wait_until(lambda: django_jobs.get("slow", result.id).state == "active", timeout=15)
+    wait_until(started.exists, timeout=15)
     signalled = time.monotonic()
     worker.send(signal.SIGTERM)
     assert worker.wait(float(grace) + 5) == 0, worker.log()
@@ -70,11 +71,12 @@ def test_sigterm_finishes_or_releases_the_running_job_and_exits_0(
 
 
 def test_a_second_signal_exits_at_once_and_leaves_the_job_to_the_reaper(
-    django_jobs, valkey_url, spawn
+    django_jobs, valkey_url, spawn, tmp_path
 ):
-    result = tasks.nap.enqueue(30)
+    started = tmp_path / "started"
+    result = tasks.nap.enqueue(30, str(started))
     worker = spawn("runworker", valkey_url, "slow", "--grace", "30")
-    wait_until(lambda: django_jobs.get("slow", result.id).state == "active", timeout=15)
+    wait_until(started.exists, timeout=15)
     worker.send(signal.SIGINT)
     time.sleep(0.2)
     worker.send(signal.SIGINT)

@@ -7,10 +7,8 @@ This command only adapts settings, arguments and signals; the sweeps are
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from echomq_django import conf
@@ -69,6 +67,13 @@ class Command(BaseCommand):
             discover=not explicit,
             interval_s=options["interval"],
         )
+        if options["once"]:
+            try:
+                reaper.run(once=True)
+            except ServerUnavailable as exc:
+                raise CommandError(f"the server is unreachable: {exc}") from exc
+            return
+        on_stop_signals(reaper.stop, logger)  # first: a signal during start-up stops cleanly
         logger.info(
             "reaper on %s (%s): %s, every %gs",
             jobs.connector.safe_url,
@@ -76,22 +81,19 @@ class Command(BaseCommand):
             ", ".join(reaper.queues) if explicit else "configured and discovered queues",
             reaper.interval_s,
         )
-        if options["once"]:
-            try:
-                reaper.run(once=True)
-            except ServerUnavailable as exc:
-                raise CommandError(f"the server is unreachable: {exc}") from exc
-            return
         log_server_warnings(jobs.connector, logger)
-        on_stop_signals(reaper.stop, logger)
         reaper.run()
 
 
 def configured_queues() -> list[str]:
     """ECHOMQ['QUEUES'] and the QUEUES of every EchoMQ TASKS backend (valid names only)."""
+    from echomq_django.backends import EchoMQBackend
+    from echomq_django.compat import task_backends
+
     names = list(conf.get_settings().queues)
-    for params in _echomq_backends():
-        names += list(params.get("QUEUES") or ["default"])
+    for backend in task_backends.all():
+        if isinstance(backend, EchoMQBackend):
+            names += sorted(backend.queues) or ["default"]
     valid = []
     for name in dict.fromkeys(names):
         try:
@@ -99,13 +101,3 @@ def configured_queues() -> list[str]:
         except ValueError:
             logger.warning("skipping invalid queue name %r from the settings", name)
     return valid
-
-
-def _echomq_backends() -> Iterator[Mapping[str, Any]]:
-    tasks = getattr(settings, "TASKS", {}) or {}
-    for params in tasks.values():
-        if isinstance(params, Mapping) and str(params.get("BACKEND", "")).startswith(
-            "echomq_django."
-        ):
-            yield params
-

@@ -126,6 +126,7 @@ class Command(BaseCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
+        on_stop_signals(worker.stop, logger)  # first: a signal during start-up stops cleanly
         logger.info(
             "worker %s on %s (%s): queues %s, concurrency %d, lease %gs%s",
             worker.id,
@@ -137,5 +138,4 @@ class Command(BaseCommand):
             ", burst" if worker.burst else "",
         )
         log_server_warnings(jobs.connector, logger)
-        on_stop_signals(worker.stop, logger)
         worker.run()
