@@ -157,13 +157,21 @@ def test_a_scheduled_job_starts_on_time_without_a_reaper(jobs, start_worker):
     assert -5 <= started[job_id] - due < 250  # typically a few ms; loose for a busy CI
 
 
-def test_a_job_three_leases_long_is_renewed_and_completes_once(jobs, start_worker):
+def _busy(seconds: float) -> None:
+    """Burn CPU in pure Python (holding the GIL between switches), as a busy task does."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sum(range(1000))
+
+
+@pytest.mark.parametrize("wait", [time.sleep, _busy], ids=["sleeping", "cpu-bound"])
+def test_a_job_three_leases_long_is_renewed_and_completes_once(jobs, start_worker, wait):
     (job_id,) = enqueue(jobs)
     seen = []
 
     def slow(claimed):
         seen.append(claimed.token)
-        time.sleep(0.9)
+        wait(0.9)
         return Success("slow")
 
     first = start_worker(slow, lease_ms=300)
