@@ -37,6 +37,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
@@ -59,8 +60,7 @@ Duration = int | float | timedelta
 
 JOB_OPTIONS = ("max_attempts", "lease", "retry_backoff", "result_ttl", "dead_ttl")
 OTHER_OPTIONS = ("ENQUEUE_ON_COMMIT", "TASK_MODULES")
-# Every key TASKS OPTIONS may hold: the backend refuses others, and so does the
-# echomq.E004 system check (checks.py imports this one list).
+# Every key TASKS OPTIONS may hold: others are the system check error echomq.E004.
 KNOWN_OPTIONS = frozenset({o.upper() for o in JOB_OPTIONS} | set(OTHER_OPTIONS))
 
 
@@ -154,21 +154,60 @@ class EchoMQBackend(BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        unknown = set(self.options) - KNOWN_OPTIONS
-        if unknown:
-            raise ImproperlyConfigured(
-                f"TASKS[{alias!r}]['OPTIONS'] has unknown keys: {', '.join(sorted(unknown))}"
-            )
-        try:
-            for queue in self.queues:
-                validate_queue_name(queue)
+        self.enqueue_on_commit = bool(self.options.get("ENQUEUE_ON_COMMIT", False))
+        self.task_modules: tuple[str, ...] = tuple(self.options.get("TASK_MODULES", ()))
+        # A bad TASKS entry must not crash imports of tasks modules or `manage.py
+        # check` itself: the problems are reported by check() and raised on enqueue.
+        self.problems = self.configuration_problems()
+        self.job_options = JobOptions()
+        if not self.problems:
             self.job_options = JobOptions.parse(
                 {name: self.options.get(name.upper()) for name in JOB_OPTIONS}
             )
+
+    def configuration_problems(self) -> list[checks.Error]:
+        """What is wrong with this TASKS entry, as system-check errors."""
+        where = f"settings.TASKS[{self.alias!r}]"
+        unknown = sorted(set(self.options) - KNOWN_OPTIONS, key=str)
+        if unknown:
+            return [
+                checks.Error(
+                    f"{where}['OPTIONS'] has unknown options: {', '.join(map(repr, unknown))}.",
+                    hint=f"Options of the EchoMQ backend: {', '.join(sorted(KNOWN_OPTIONS))}.",
+                    id="echomq.E004",
+                )
+            ]
+        problems = []
+        for queue in sorted(self.queues, key=str):
+            try:
+                validate_queue_name(queue)
+            except ValueError as exc:
+                problems.append(
+                    checks.Error(
+                        f"{where}['QUEUES']: {exc}.",
+                        hint="Queue names become part of server keys: letters, digits, "
+                        "'.', '_' and '-', at most 100 characters.",
+                        id="echomq.E005",
+                    )
+                )
+        try:
+            JobOptions.parse({name: self.options.get(name.upper()) for name in JOB_OPTIONS})
         except ValueError as exc:
-            raise ImproperlyConfigured(f"TASKS[{alias!r}]: {exc}") from exc
-        self.enqueue_on_commit = bool(self.options.get("ENQUEUE_ON_COMMIT", False))
-        self.task_modules: tuple[str, ...] = tuple(self.options.get("TASK_MODULES", ()))
+            problems.append(
+                checks.Error(
+                    f"{where}['OPTIONS']: {exc}.",
+                    hint="Durations are seconds (or timedelta); MAX_ATTEMPTS is at least 1.",
+                    id="echomq.E006",
+                )
+            )
+        return problems
+
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        return [*super().check(**kwargs), *self.problems]
+
+    def ensure_configured(self) -> None:
+        if self.problems:
+            raise ImproperlyConfigured(self.problems[0].msg)
 
     # -- validation -----------------------------------------------------------------
 
@@ -194,6 +233,7 @@ class EchoMQBackend(BaseTaskBackend):
 
     def enqueue(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> TaskResult:
         """Validate everything, then store the job (now, or when the transaction commits)."""
+        self.ensure_configured()
         self.validate_task(task)
         args, kwargs = encode_arguments(args, kwargs)
         job = self.new_job(task, args, kwargs)

@@ -5,10 +5,13 @@ Configuration (run by every ``manage.py`` command that runs checks)::
     echomq.E001  settings.ECHOMQ is not a dict
     echomq.E002  settings.ECHOMQ has a key EchoMQ does not know (a typo is silently ignored otherwise)
     echomq.E003  the ECHOMQ URL has a scheme the connector cannot use
-    echomq.E004  a TASKS entry of this backend has OPTIONS keys the backend does not know
-    echomq.E005  a queue name (TASKS QUEUES, ECHOMQ QUEUES) cannot be a queue name
+    echomq.E005  a queue name in ECHOMQ QUEUES cannot be a queue name
     echomq.W001  no ECHOMQ URL: the default redis://127.0.0.1:6379/0 is used
     echomq.W002  the server does not answer PING
+
+Each TASKS entry of the EchoMQ backend is checked by the backend itself
+(``EchoMQBackend.check``, run by Django's tasks check): echomq.E004 unknown
+OPTIONS keys, echomq.E005 invalid QUEUES, echomq.E006 bad option values.
 
 The reachability probe is a warning, not an error: a web process whose queue
 server is briefly down should still start (enqueue then fails loudly), and
@@ -23,7 +26,7 @@ Deployment (``manage.py check --deploy``; also :func:`server_warnings`)::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,7 +34,6 @@ from urllib.parse import urlsplit
 import redis
 from django.conf import settings
 from django.core import checks
-from django.utils.module_loading import import_string
 
 from . import conf
 from .engine.connector import CLUSTER_SCHEMES, Connector
@@ -39,7 +41,6 @@ from .engine.errors import InvalidQueueName
 from .engine.keyspace import validate_queue_name
 
 URL_SCHEMES = {"redis", "rediss", "unix", *CLUSTER_SCHEMES}
-BACKEND_PATH = "echomq_django.backends.EchoMQBackend"
 TAG = "echomq"
 
 
@@ -50,7 +51,7 @@ TAG = "echomq"
 
 @checks.register(TAG)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """ECHOMQ's shape, its URL and its queue names; the TASKS entries of this backend."""
+    """ECHOMQ's shape, its URL and its queue names."""
     raw = getattr(settings, "ECHOMQ", {})
     if not isinstance(raw, Mapping):
         return [
@@ -62,10 +63,6 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         ]
     messages = [*_unknown_keys(raw), *_url_messages(raw)]
     messages += _queue_messages(raw.get("QUEUES", ["default"]), "settings.ECHOMQ['QUEUES']")
-    for alias, params in _echomq_backends():
-        messages += _options_messages(alias, params.get("OPTIONS", {}))
-        if "QUEUES" in params:
-            messages += _queue_messages(params["QUEUES"], f"settings.TASKS[{alias!r}]['QUEUES']")
     return messages
 
 
@@ -147,50 +144,6 @@ def _queue_messages(queues: object, where: str) -> list[checks.CheckMessage]:
                 )
             )
     return messages
-
-
-def _options_messages(alias: str, options: object) -> list[checks.CheckMessage]:
-    from .backends import KNOWN_OPTIONS  # the backend owns its option names
-
-    where = f"settings.TASKS[{alias!r}]['OPTIONS']"
-    if not isinstance(options, Mapping):
-        unknown = [f"(a {type(options).__name__}, not a dict)"]
-    else:
-        unknown = [repr(k) for k in sorted(set(options) - KNOWN_OPTIONS, key=str)]
-    if not unknown:
-        return []
-    return [
-        checks.Error(
-            f"{where} has unknown options: {', '.join(unknown)}.",
-            hint=f"Options of the EchoMQ backend: {', '.join(sorted(KNOWN_OPTIONS))}.",
-            id="echomq.E004",
-        )
-    ]
-
-
-def _echomq_backends() -> Iterator[tuple[str, Mapping[str, Any]]]:
-    """(alias, params) of each TASKS entry whose BACKEND is this backend or a subclass.
-
-    An entry whose BACKEND cannot be imported is left to Django's own tasks checks.
-    Classes are compared by dotted path, so that no check imports the backend module
-    (and with it the Tasks framework) when no entry uses it.
-    """
-    tasks = getattr(settings, "TASKS", {})
-    if not isinstance(tasks, Mapping):
-        return
-    for alias, params in tasks.items():
-        if not isinstance(params, Mapping):
-            continue
-        try:
-            backend = import_string(params.get("BACKEND", ""))
-        except ImportError:
-            continue
-        if isinstance(backend, type) and BACKEND_PATH in map(_dotted, backend.__mro__):
-            yield alias, params
-
-
-def _dotted(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _settings_unusable() -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 from django.core import checks
 from django.core.management import call_command
@@ -78,11 +80,27 @@ def test_a_url_the_connector_cannot_use_is_an_error(good_settings, bad_url):
     assert check_server() == []  # no connection attempt with an unusable URL
 
 
+def backend_messages(settings):
+    """What Django's tasks check reports for the backends built from ``settings.TASKS``."""
+    from echomq_django.compat import task_backends
+
+    settings.TASKS = copy.deepcopy(settings.TASKS)  # setting_changed: backends are rebuilt
+    return [m for backend in task_backends.all() for m in backend.check()]
+
+
 def test_unknown_backend_options_are_an_error(good_settings):
     good_settings.TASKS["default"]["OPTIONS"] = {"MAX_ATTEMPTS": 3, "MAX_ATEMPTS": 3}
-    [message] = check_settings()
+    [message] = backend_messages(good_settings)
     assert message.id == "echomq.E004"
     assert "'MAX_ATEMPTS'" in message.msg and "MAX_ATTEMPTS" in message.hint
+
+
+def test_bad_backend_option_values_are_an_error_not_a_crash(good_settings):
+    good_settings.TASKS["default"]["OPTIONS"] = {"LEASE": -5}
+    [message] = backend_messages(good_settings)
+    assert message.id == "echomq.E006" and "lease" in message.msg
+    with pytest.raises(SystemCheckError, match=r"echomq\.E006"):
+        call_command("check")
 
 
 def test_options_of_other_backends_are_not_ours_to_judge(good_settings):
@@ -97,10 +115,10 @@ def test_options_of_other_backends_are_not_ours_to_judge(good_settings):
 def test_invalid_queue_names_are_an_error_in_either_setting(good_settings, bad):
     good_settings.ECHOMQ = {**good_settings.ECHOMQ, "QUEUES": ["default", bad]}
     good_settings.TASKS["default"]["QUEUES"] = [bad]
-    messages = check_settings()
-    assert ids(messages) == ["echomq.E005", "echomq.E005"]
-    assert "ECHOMQ['QUEUES']" in messages[0].msg
-    assert "TASKS['default']['QUEUES']" in messages[1].msg
+    [message] = check_settings()
+    assert message.id == "echomq.E005" and "ECHOMQ['QUEUES']" in message.msg
+    [message] = backend_messages(good_settings)
+    assert message.id == "echomq.E005" and "TASKS['default']['QUEUES']" in message.msg
 
 
 def test_a_queue_list_given_as_a_string_is_an_error(good_settings):

@@ -145,12 +145,18 @@ def test_bad_argument_error_is_also_a_type_error(echomq):
         tasks.echo.enqueue(1, object())
 
 
-def test_queue_name_must_be_a_valid_engine_queue(echomq, settings):
+def test_queue_name_must_be_a_valid_engine_queue(echomq, settings, redis_client):
+    from django.core.exceptions import ImproperlyConfigured
+
     settings.TASKS = {
         "default": {"BACKEND": "echomq_django.backends.EchoMQBackend", "QUEUES": ["ok", "{bad}"]}
     }
-    with pytest.raises(Exception, match="invalid queue name"):
-        task_backends["default"]
+    backend = task_backends["default"]
+    [problem] = backend.check()
+    assert problem.id == "echomq.E005" and "invalid queue name" in problem.msg
+    with pytest.raises(ImproperlyConfigured, match="invalid queue name"):
+        backend.enqueue(tasks.add.using(queue_name="ok"), (1, 2), {})
+    assert redis_client.dbsize() == 0
 
 
 def test_module_level_tasks_only(echomq):
@@ -163,19 +169,23 @@ def test_module_level_tasks_only(echomq):
         task(local)
 
 
-def test_unknown_options_and_bad_values_are_configuration_errors(settings):
+def test_unknown_options_and_bad_values_are_check_errors_and_refuse_enqueue(settings):
+    """A bad TASKS entry never crashes an import or `manage.py check`: check() reports it."""
     from django.core.exceptions import ImproperlyConfigured
 
-    for options, message in [
-        ({"ENQUEUE_ON_COMIT": True}, "unknown keys: ENQUEUE_ON_COMIT"),
-        ({"MAX_ATTEMPTS": 0}, "max_attempts"),
-        ({"LEASE": -1}, "lease"),
+    for options, check_id, message in [
+        ({"ENQUEUE_ON_COMIT": True}, "echomq.E004", "unknown options: 'ENQUEUE_ON_COMIT'"),
+        ({"MAX_ATTEMPTS": 0}, "echomq.E006", "max_attempts"),
+        ({"LEASE": -1}, "echomq.E006", "lease"),
     ]:
         settings.TASKS = {
             "default": {"BACKEND": "echomq_django.backends.EchoMQBackend", "OPTIONS": options}
         }
+        backend = task_backends["default"]
+        [problem] = backend.check()
+        assert problem.id == check_id and message in problem.msg
         with pytest.raises(ImproperlyConfigured, match=message):
-            task_backends["default"]
+            backend.enqueue(tasks.add, (1, 2), {})
 
 
 def test_per_task_options_reach_the_row(echomq, jobs):

@@ -29,7 +29,6 @@ DYNAMIC_IMPORTS = {"import_module", "import_string"}
 # (module, function) -> where its argument comes from
 ALLOWED_DYNAMIC = {
     ("payload.py", "discover_tasks"): "TASKS[alias]['OPTIONS']['TASK_MODULES'] (settings)",
-    ("checks.py", "_echomq_backends"): "TASKS[alias]['BACKEND'] (settings)",
 }
 
 
