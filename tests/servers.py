@@ -277,9 +277,12 @@ def start_valkey_cluster(masters: int = 3) -> EmbeddedCluster:
     return EmbeddedCluster(masters, binary=valkey_binary()).start()
 
 
-def flush_cluster(cluster: EmbeddedCluster) -> None:
+def flush_cluster(cluster: EmbeddedCluster, *, scripts: bool = False) -> None:
+    """FLUSHALL every node (and SCRIPT FLUSH too with ``scripts=True``)."""
     for node in cluster.nodes:
         node.command("FLUSHALL")
+        if scripts:
+            node.command("SCRIPT", "FLUSH")
 
 
 def session_tempdir(prefix: str) -> Path:
