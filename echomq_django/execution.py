@@ -57,7 +57,7 @@ from .engine.jobs import Claimed, Job
 from .engine.worker import Failure, Outcome, Success, failure_from_exception
 from .payload import Payload, PayloadError, rebuild_task, task_result
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("echomq.execution")
 
 
 class NonJSONReturnValue(TypeError):

@@ -7,6 +7,8 @@ Environment (or a ``.env`` file at the repository root):
     ALLOWED_HOSTS  default: 127.0.0.1,localhost
     DATABASE_URL   default: sqlite:///var/db.sqlite3
     ECHOMQ_URL     default: redis://127.0.0.1:6390/0 (the server scripts/run starts)
+    ECHOMQ_METRICS_TOKEN  default: none (the Prometheus endpoint is then staff-only)
+    ECHOMQ_LOG_LEVEL      default: INFO
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ STATIC_ROOT = VAR_DIR / "static"
 ECHOMQ = {
     "URL": env("ECHOMQ_URL", default="redis://127.0.0.1:6390/0"),
     "QUEUES": ["default", "emails", "slow"],
+    # Prometheus scrapes /metrics/echomq with "Authorization: Bearer <token>" (staff users need none).
+    "METRICS_TOKEN": env("ECHOMQ_METRICS_TOKEN", default=None),
 }
 
 TASKS = {
@@ -101,6 +105,6 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {
-        "echomq_django": {"handlers": ["console"], "level": env("ECHOMQ_LOG_LEVEL", default="INFO")}
+        "echomq": {"handlers": ["console"], "level": env("ECHOMQ_LOG_LEVEL", default="INFO")}
     },
 }
