@@ -39,6 +39,7 @@ from .engine.errors import (
 )
 from .engine.jobs import Job, Jobs
 from .engine.keyspace import STATES, QueueKeys, validate_job_id, validate_queue_name
+from .metrics import known_queues  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
 from .payload import Payload, PayloadError
 
 try:  # the worker registry is written by the worker's module; the admin works without it
@@ -431,17 +432,6 @@ class EchoMQAdmin:
             **extra,
         }
 
-    @staticmethod
-    def known_queues(jobs: Jobs) -> list[str]:
-        """The registry's queues and the configured ones (a bad configured name is skipped)."""
-        names = set(jobs.queues())
-        for name in conf.get_settings().queues:
-            try:
-                names.add(QueueKeys.of(name).queue)
-            except ValueError:
-                continue
-        return sorted(names)
-
     def back(self, request: HttpRequest, fallback: str) -> HttpResponseRedirect:
         """Redirect to the form's ``next`` when it is a local URL, else to ``fallback``."""
         target = request.POST.get("next", "")
@@ -459,7 +449,7 @@ class EchoMQAdmin:
         self.require(request, "view")
         jobs = conf.get_jobs()
         queues, series = [], []
-        for name in self.known_queues(jobs):
+        for name in known_queues(jobs):
             one = jobs.throughput(name, THROUGHPUT_MINUTES)
             series.append(one)
             queues.append(self.summary(name, jobs.stats(name).counts, one))
@@ -575,7 +565,7 @@ class EchoMQAdmin:
             return HttpResponseRedirect(self.url("dashboard"))
         jobs = conf.get_jobs()
         client = jobs.connector.client
-        for queue in self.known_queues(jobs):
+        for queue in known_queues(jobs):
             if client.exists(QueueKeys.of(queue).job(job_id)):
                 return HttpResponseRedirect(self.url("job", queue=queue, job_id=job_id))
         messages.warning(request, f"No job {job_id} in any known queue.")
