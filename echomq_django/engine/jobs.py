@@ -533,15 +533,25 @@ class Jobs:
         limit: int = SWEEP_LIMIT,
         progress: Progress | None = None,
     ) -> Sweep:
-        """Dead jobs back to pending with a fresh attempt budget (all of them if no ids)."""
+        """Dead jobs back to pending with a fresh attempt budget (all of them if no ids).
+
+        Given ids go ``limit`` per call, like the sweep: a script stays bounded
+        however many ids an operator selects.
+        """
         keys = QueueKeys.of(queue)
         _int(limit, 1, SWEEP_MAX, "limit")
         ids = [validate_job_id(j) for j in job_ids]
         call_keys = [keys.dead, keys.pending, keys.seq, keys.metrics, keys.wake]
-        if ids:
-            r = self.connector.run(script.load("retry_dead"), call_keys, [limit, *ids])
-            return Sweep(moved=r[0], calls=1)
-        return self._loop(script.load("retry_dead"), call_keys, [limit], progress)
+        if not ids:
+            return self._loop(script.load("retry_dead"), call_keys, [limit], progress)
+        moved = calls = 0
+        for start in range(0, len(ids), limit):
+            chunk = ids[start : start + limit]
+            moved += self.connector.run(script.load("retry_dead"), call_keys, [limit, *chunk])[0]
+            calls += 1
+            if progress is not None:
+                progress(Sweep(moved=moved, calls=calls))
+        return Sweep(moved=moved, calls=calls)
 
     def _loop(
         self, s: script.Script, keys: list[str], args: list[Any], progress: Progress | None = None
