@@ -392,6 +392,17 @@ def test_retry_dead_gives_a_fresh_budget_and_never_lowers_the_token(jobs):
     assert jobs.stats(QUEUE).metrics["revived"] == 1
 
 
+def test_retry_dead_of_many_ids_is_bounded_per_call(jobs):
+    ids = enqueue_n(jobs, 5)
+    for job_id in ids:
+        jobs.cancel(QUEUE, job_id)
+    seen = []
+    sweep = jobs.retry_dead(QUEUE, ids, limit=2, progress=seen.append)
+    assert (sweep.moved, sweep.calls) == (5, 3)
+    assert [s.moved for s in seen] == [2, 4, 5]
+    assert set(assert_one_place(jobs).values()) == {"pending"}
+
+
 def test_retry_dead_without_ids_sweeps_all_and_skips_live_ids(jobs):
     ids = enqueue_n(jobs, 5)
     for job_id in ids:
