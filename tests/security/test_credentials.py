@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -79,12 +80,15 @@ def test_connection_errors_never_carry_the_password(locked):
         assert SECRET not in connector.safe_url and SECRET not in repr(connector.client)
 
 
+def _env(url: str) -> dict[str, str]:
+    return {**os.environ, "ECHOMQ_TEST_URL": url, "DJANGO_SETTINGS_MODULE": "tests.django.settings"}
+
+
 def _manage(url: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ECHOMQ_TEST_URL": url, "DJANGO_SETTINGS_MODULE": "tests.django.settings"}
     return subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), *args],
         cwd=ROOT,
-        env=env,
+        env=_env(url),
         capture_output=True,
         text=True,
         timeout=60,
@@ -92,14 +96,32 @@ def _manage(url: str, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_worker_and_reaper_banners_show_the_url_masked(server):
+def _banner_of_running(url: str, *args: str, until: str, log: Path) -> str:
+    """Start a long-running command, wait for ``until`` in its output, stop it (SIGTERM)."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), *args],
+            cwd=ROOT, env=_env(url), stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while until not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(15)
+    return log.read_text()
+
+
+def test_worker_and_reaper_banners_show_the_url_masked(server, tmp_path):
     with EmbeddedServer(binary=server.binary, password=SECRET) as own:
-        for args in (["runworker", "--burst"], ["runreaper", "--once"]):
-            done = _manage(own.url, *args)
-            output = done.stdout + done.stderr
-            assert done.returncode == 0, output
-            assert f":***@127.0.0.1:{own.port}" in output, output
-            assert SECRET not in output
+        done = _manage(own.url, "runworker", "--burst")
+        reaper = _banner_of_running(
+            own.url, "runreaper", "--interval", "0.2", until="reaper on", log=tmp_path / "reaper"
+        )
+    for output in (done.stdout + done.stderr, reaper):
+        assert f"on redis://:***@127.0.0.1:{own.port}/0" in output, output
+        assert SECRET not in output
 
 
 def test_commands_facing_a_refused_password_do_not_print_it(locked):
