@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import time
 
+import django
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -17,6 +18,11 @@ from tests.worker import tasks
 from tests.worker.conftest import wait_until
 
 pytestmark = pytest.mark.django_db
+DUMMY_BACKEND = (
+    "django.tasks.backends.dummy.DummyBackend"
+    if django.VERSION >= (6, 0)
+    else "django_tasks.backends.dummy.DummyBackend"  # the backport on Django 5.2
+)
 
 
 @pytest.fixture
@@ -63,7 +69,7 @@ def test_sigterm_finishes_or_releases_the_running_job_and_exits_0(
     signalled = time.monotonic()
     worker.send(signal.SIGTERM)
     assert worker.wait(float(grace) + 5) == 0, worker.log()
-    assert time.monotonic() - signalled < float(grace) + 2
+    assert time.monotonic() - signalled < float(grace) + 3  # slack for a loaded CI machine
     job = django_jobs.get("slow", result.id)
     assert job.state == outcome
     if outcome == "pending":  # released: the attempt is refunded, not counted as a failure
@@ -103,7 +109,7 @@ def test_the_reaper_finds_queues_in_settings(settings):
     settings.ECHOMQ = {"QUEUES": ["reports"]}
     settings.TASKS = {
         **worker_settings.TASKS,
-        "other": {"BACKEND": "django.tasks.backends.dummy.DummyBackend", "QUEUES": ["x"]},
+        "other": {"BACKEND": DUMMY_BACKEND, "QUEUES": ["not-ours"]},
     }
     assert runreaper.configured_queues() == ["reports", "default", "emails", "slow"]
 
