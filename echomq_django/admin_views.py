@@ -579,6 +579,7 @@ class EchoMQAdmin:
         chosen = JOB_ACTIONS.get(action)
         if chosen is None:
             raise Http404(f"unknown action {action!r}")
+        self.require(request, chosen.permission)
         detail = self.url("job", queue=queue, job_id=job_id)
         after = detail if chosen.slug != "delete" else self.url("dashboard")
         return self.act(request, chosen, (queue, job_id), f"Job {job_id}", detail, after)
@@ -589,8 +590,12 @@ class EchoMQAdmin:
         chosen = QUEUE_ACTIONS.get(action)
         if chosen is None:
             raise Http404(f"unknown action {action!r}")
-        listing = self.url("list", queue=queue, state=chosen.states[0])
-        return self.act(request, chosen, (queue,), f"Queue {queue}", listing, listing)
+        self.require(request, chosen.permission)
+        state = chosen.states[0]
+        listing = self.url("list", queue=queue, state=state)
+        count = conf.get_jobs().stats(queue).counts[state]
+        subject = f"Queue {queue} ({_one(count, f'{state} job')})"
+        return self.act(request, chosen, (queue,), subject, listing, listing)
 
     def act(
         self,
@@ -601,8 +606,7 @@ class EchoMQAdmin:
         cancel_url: str,
         after: str,
     ) -> HttpResponseBase:
-        """Check the permission, ask first when the action says so, run it, report it."""
-        self.require(request, action.permission)
+        """Ask first when the action says so, run it, report it (the caller checked the permission)."""
         if request.method == "GET" and action.confirm:
             context = self.context(
                 request, f"{action.label}: are you sure?", action=action, subject=subject,

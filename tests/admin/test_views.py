@@ -375,7 +375,8 @@ def test_delete_asks_first(jobs, superuser):
 def test_retry_all_dead_reports_the_count(jobs, superuser):
     seed.dead(jobs, "emails", 3)
     url = f"{ROOT}queues/emails/actions/retry-dead/"
-    assert "Yes, retry all dead" in superuser.get(url).content.decode()
+    ask = superuser.get(url).content.decode()
+    assert "Yes, retry all dead" in ask and "Queue emails (3 dead jobs)" in ask
     response = superuser.post(url, {"confirm": "yes"}, follow=True)
     assert messages_of(response) == ["3 jobs moved to pending."]
     assert jobs.stats("emails").counts == {
