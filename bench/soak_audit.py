@@ -178,7 +178,12 @@ def _audit_executions(a: Audit, rows, runs, fleet) -> None:
     """Each execution in the side logs is the final one or is explained by the row."""
     twice = [k for k, run in runs.items() if run["starts"] > 1]
     a.add("executions sharing one (job, token)", len(twice), not twice)
-    a.add("executions (side logs)", sum(run["starts"] for run in runs.values()))
+    executions = sum(run["starts"] for run in runs.values())
+    a.add("executions (side logs)", executions)
+    a.add(
+        "claims that never reached the task (read-ahead of a killed or paused worker)",
+        sum(int(r["attempts"] or 0) for r in rows.values()) - executions,
+    )
     ran = {job for job, _ in runs}
     a.add("executions beyond the first", sum(r["starts"] for r in runs.values()) - len(ran))
 
