@@ -39,13 +39,9 @@ from .engine.errors import (
 )
 from .engine.jobs import Job, Jobs
 from .engine.keyspace import STATES, QueueKeys, validate_job_id, validate_queue_name
+from .engine.registry import WorkerInfo, list_workers
 from .metrics import known_queues  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
 from .payload import Payload, PayloadError
-
-try:  # the worker registry is written by the worker's module; the admin works without it
-    from .engine.registry import list_workers
-except ImportError:  # pragma: no cover - depends on which parts are installed
-    list_workers = None
 
 PER_PAGE = 50
 ORDER_LABELS = {  # what each place's sorted-set score means
@@ -242,7 +238,7 @@ class WorkerRow:
     last_seen: datetime
 
     @classmethod
-    def of(cls, info: Any) -> WorkerRow:
+    def of(cls, info: WorkerInfo) -> WorkerRow:
         return cls(
             id=info.id,
             host=info.host,
@@ -454,19 +450,21 @@ class EchoMQAdmin:
             series.append(one)
             queues.append(self.summary(name, jobs.stats(name).counts, one))
         totals = [sum(q.counts[i].count for q in queues) for i in range(len(STATES))]
-        workers = list_workers(jobs.connector) if list_workers is not None else []
+        workers = [WorkerRow.of(w) for w in list_workers(jobs.connector)]
         context = self.context(
             request,
             "EchoMQ",
             queues=queues,
             totals=list(zip(STATES, totals)),
             chart=admin_chart.throughput_chart(admin_chart.merge(series)),
-            workers=sorted((WorkerRow.of(w) for w in workers), key=lambda w: (w.host, w.pid, w.id)),
-            registry_available=list_workers is not None,
+            workers=sorted(workers, key=lambda w: (w.host, w.pid, w.id)),
         )
         return render(request, "admin/echomq/dashboard.html", context)
 
-    def summary(self, queue: str, counts: dict[str, int], series: admin_chart.Series):
+    def summary(
+        self, queue: str, counts: dict[str, int], series: admin_chart.Series
+    ) -> QueueSummary:
+        """A queue's counts with links to its lists, and its throughput in short."""
         return QueueSummary(
             name=queue,
             counts=[
