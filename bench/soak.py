@@ -46,6 +46,7 @@ if str(ROOT) not in sys.path:  # run as a script: bench/ and echomq_django/ impo
 
 from bench.soak_audit import Audit, audit  # noqa: E402
 from echomq_django.embedded import EmbeddedServer, find_server_binary  # noqa: E402
+from echomq_django.engine.errors import ServerUnavailable  # noqa: E402
 
 QUEUE = "soak"
 BATCH = 500
@@ -204,11 +205,14 @@ def plan_of(rng: random.Random, opts: Options) -> str:
 
 
 def enqueue_all(opts: Options, rng: random.Random, plans: dict[str, str], progress: list[int]):
-    """Enqueue every job in pipelined batches; ride out the server restart."""
+    """Enqueue every job in pipelined batches; ride out the server restart.
+
+    Payloads come from the real backend (``new_job``), so workers decode exactly
+    what an application's ``enqueue`` writes. Imported here: after ``django.setup()``.
+    """
     from bench.soak_tasks import soak_job
     from echomq_django import conf
     from echomq_django.compat import task_backends
-    from echomq_django.engine.errors import ServerUnavailable
 
     backend = task_backends["default"]
     jobs = conf.get_jobs()
@@ -230,8 +234,7 @@ def enqueue_all(opts: Options, rng: random.Random, plans: dict[str, str], progre
 
 
 def missing(jobs, batch):
-    from echomq_django.engine.errors import ServerUnavailable
-
+    """The jobs of ``batch`` the server does not hold (a cut pipeline stores a prefix)."""
     while True:
         try:
             return [job for job in batch if jobs.get(QUEUE, job.id) is None]
