@@ -449,26 +449,42 @@ class Worker:
         lease.finishing = True
         now = time.monotonic()
         with self._lock:
-            if not self._outbox:
+            started_batch = not self._outbox
+            if started_batch:
                 self._outbox_since = now
             self._outbox.append((lease, result))
             due = len(self._outbox) >= FLUSH_MAX or now - self._outbox_since >= FLUSH_AGE_S
         if due or self._ready.empty():
             self._flush()
+        elif started_batch:
+            self._beat_wake.set()  # the heartbeat flushes it if the next job turns out slow
 
-    def _flush(self) -> None:
-        """Send the queued completions in one pipeline."""
+    def _flush(self, *, patient: bool = True) -> None:
+        """Send the queued completions in one pipeline.
+
+        ``patient`` (executors) rides out an outage here; the heartbeat is not
+        patient: it puts the batch back and goes on renewing leases.
+        """
         with self._lock:
             batch, self._outbox = self._outbox, []
         if not batch:
             return
         items = [(le.claimed.queue, le.claimed.id, le.claimed.token, res) for le, res in batch]
+
+        def send() -> list[object]:
+            return self.jobs.complete_many(items)
+
         try:
-            replies = self._call_server("complete", lambda: self.jobs.complete_many(items))
-        except Exception as exc:  # shutdown gave up, or worse: the reaper returns them
-            if not isinstance(exc, ServerUnavailable):
+            replies = self._call_server("complete", send) if patient else send()
+        except Exception as exc:
+            if not patient and isinstance(exc, ServerUnavailable):
+                self._server_down("complete", exc)
+                with self._lock:
+                    self._outbox[:0] = batch
+                return
+            if not isinstance(exc, ServerUnavailable):  # else shutdown's grace gave up
                 logger.exception("completing %d job(s) failed", len(batch))
-            for lease, _ in batch:
+            for lease, _ in batch:  # the reaper returns them after their lease
                 self._forget(lease)
             return
         for (lease, _), reply in zip(batch, replies):
@@ -549,6 +565,8 @@ class Worker:
             except Exception:  # this thread keeps every lease alive: it must not die
                 logger.exception("renewing leases failed")
                 retry_soon = True
+            if self._outbox and now - self._outbox_since >= FLUSH_AGE_S:
+                self._flush(patient=False)  # results of short jobs wait on no slow one
             if now >= next_registry:
                 self._beat_registry()
                 next_registry = now + self.registry_interval_s
@@ -600,6 +618,8 @@ class Worker:
                 for lease in self._held.values()
                 if not (lease.lost or lease.released)
             ]
+            if self._outbox:
+                due.append(self._outbox_since + FLUSH_AGE_S)
         return max(0.005, min([next_registry, now + 1.0, *due]) - now)
 
     def _beat_registry(self) -> None:

@@ -83,7 +83,7 @@ def test_two_reapers_four_workers_and_stalls_lose_nothing(valkey_jobs, valkey_ur
         spawn("reaper", valkey_url, "q", "--interval", "0.05")
     workers = [
         spawn("worker", valkey_url, "q", "--name", f"w{i}", "--lease-ms", str(lease),
-              "--concurrency", "50")
+              "--concurrency", "25")
         for i in range(4)
     ]  # fmt: skip
 
@@ -91,11 +91,15 @@ def test_two_reapers_four_workers_and_stalls_lose_nothing(valkey_jobs, valkey_ur
         counts = jobs.stats("q").counts
         return counts["completed"] + counts["dead"]
 
-    for victim in (workers[0], workers[1], workers[2]):
-        time.sleep(0.6)
-        victim.send(signal.SIGSTOP)
+    def holds_jobs(name: str) -> bool:
+        page = jobs.page("q", "active", count=500, fields=("worker",))
+        return any(entry.fields["worker"] == name for entry in page.entries)
+
+    for i in range(3):  # freeze three workers in turn, each while it holds leases
+        wait_until(lambda i=i: holds_jobs(f"w{i}"), timeout=20, step=0.005)
+        workers[i].send(signal.SIGSTOP)
         time.sleep(3 * lease / 1000)
-        victim.send(signal.SIGCONT)
+        workers[i].send(signal.SIGCONT)
     wait_until(lambda: finished() == total, timeout=90, step=0.1)
     for proc in workers:
         proc.send(signal.SIGTERM)

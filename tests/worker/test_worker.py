@@ -314,3 +314,25 @@ def test_bad_options_are_refused_before_anything_runs(jobs):
         Worker(jobs, ["q"], Success, name="has space")
     with pytest.raises(ValueError, match="at least one queue"):
         Worker(jobs, [], Success)
+
+
+def test_short_results_are_not_held_back_by_a_slow_job_after_them(jobs, start_worker):
+    """Completions of short jobs are batched, but never wait for a slow job to end."""
+    fast = enqueue(jobs, n=20)
+    slow = jobs.enqueue("q", NewJob(payload='"slow"', task="slow")).id
+    slow_running, let_go = threading.Event(), threading.Event()
+
+    def handler(claimed):
+        if claimed.id == slow:
+            slow_running.set()
+            let_go.wait(10)
+        return Success()
+
+    rw = start_worker(handler)
+    assert slow_running.wait(5)
+    try:
+        wait_until(lambda: all(jobs.get("q", i).state == "completed" for i in fast), timeout=1)
+    finally:
+        let_go.set()
+    rw.worker.stop()
+    assert rw.stats().completed == 21
