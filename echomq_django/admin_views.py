@@ -44,12 +44,13 @@ from .metrics import known_queues  # the registry ∪ ECHOMQ["QUEUES"], as the C
 from .payload import Payload, PayloadError
 
 PER_PAGE = 50
-ORDER_LABELS = {  # what each place's sorted-set score means
-    "pending": "run order (priority, then first in)",
-    "scheduled": "due time",
-    "active": "lease deadline",
-    "completed": "removal time (end of retention)",
-    "dead": "removal time (end of retention)",
+# Each place's sorted-set score, and what its two directions read as.
+ORDERS = {
+    "pending": ("run order (priority, then first in)", "next first", "last first"),
+    "scheduled": ("due time", "soonest first", "latest first"),
+    "active": ("lease deadline", "soonest first", "latest first"),
+    "completed": ("end of retention", "oldest first", "newest first"),
+    "dead": ("end of retention", "oldest first", "newest first"),
 }
 THROUGHPUT_MINUTES = 60
 # Row fields read with each page entry (one HMGET per entry, inside the page script).
@@ -501,7 +502,7 @@ class EchoMQAdmin:
             first_index=(number - 1) * PER_PAGE + 1,
             last_index=(number - 1) * PER_PAGE + len(page.entries),
             order="newest" if newest else "oldest",
-            order_label=ORDER_LABELS[state],
+            order_by=ORDERS[state],
             queue_actions=self.allowed(request, QUEUE_ACTIONS, state),
             retry=next(iter(self.allowed(request, {"retry": JOB_ACTIONS["retry"]}, state)), None),
         )
@@ -516,10 +517,10 @@ class EchoMQAdmin:
             job = jobs.get(queue, job_id)
         except CorruptRow as exc:
             raw = jobs.connector.client.hgetall(QueueKeys.of(queue).job(job_id))
+            deletable = self.model_admin.has_delete_permission(request)  # the only way out
             context = self.context(
                 request, f"Job {job_id}", queue=queue, job_id=job_id, problem=str(exc),
-                raw=sorted(raw.items()),
-                actions=self.allowed(request, {"delete": JOB_ACTIONS["delete"]}, "dead"),
+                raw=sorted(raw.items()), actions=[JOB_ACTIONS["delete"]] if deletable else [],
             )  # fmt: skip
             return render(request, "admin/echomq/job_corrupt.html", context)
         if job is None:
