@@ -354,7 +354,7 @@ def render(cfg, adapters, skipped, labels, res, meta):
             a = next(x for x in adapters if x.key == k)
             w(f"- {a.name}: {meta['versions'].get(k) or '?'}")
     w(
-        f"- Run: `{meta['command']}`; {cfg.reps} repetitions, libraries interleaved, medians; "
+        f"- Run: `{meta['command']}`; {cfg.reps} repetition(s), libraries interleaved, medians; "
         f"N = {cfg.n_enqueue:,} (enqueue), {cfg.n_process:,} (end-to-end), "
         f"{cfg.n_count:,} (command counts), {cfg.k_latency} latency samples per repetition; "
         f"bulk batches of {cfg.batch:,}"
@@ -396,26 +396,30 @@ def render(cfg, adapters, skipped, labels, res, meta):
     )
     w(
         "- **2. End-to-end**: N no-op jobs are enqueued first (not timed), then the worker "
-        "processes are started. Every no-op task INCRs `bench:done`; the task that reads 1 "
-        "stores its start time, the one that reads N pushes its end time, which the harness "
-        "waits for. Time = N-th task end − first task start, so interpreter start-up and "
-        "imports are excluded for every library alike. The INCR is the same single command "
-        "for every library and is subtracted from the counts of item 3."
+        "processes are started. Every no-op task INCRs `bench:done`; the first task of each "
+        "process INCRs `bench:started`, and the one that completes the set records its start "
+        "time and how many jobs were already done; the task that reads N pushes its end time, "
+        "which the harness waits for. Rate = jobs not yet done when the last process started "
+        "its first task / (N-th task end − that start): interpreter start-up and imports are "
+        "excluded for every library alike, and a second process that starts late does not "
+        "count against the pair. The INCR is the same single command for every library and "
+        "is subtracted from the counts of item 3."
     )
     w(
         "- **3. Commands/job**: a separate, untimed pass with N jobs enqueued one by one "
         "and processed by one worker process. Server = `INFO commandstats` delta (every "
         "command the server ran, including those run by `redis.call` inside scripts and "
-        "the library's own housekeeping: heartbeats, idle polls, start-up); "
+        "the library's own housekeeping: heartbeats, idle polls, start-up, amortised over N); "
         "client = server − the commands MONITOR shows as run from Lua (`[0 lua]`), i.e. "
         "commands sent over the wire (a pipelined command counts as one command). The "
-        "probe's own INCR/SET/RPUSH and the harness's commands are subtracted."
+        "probe's own commands (one INCRBY per job, four per run) and the harness's are subtracted."
     )
     w(
         "- **4. Pick-up latency**: one idle worker; the harness enqueues one job, waits "
         "for it to run, sleeps 50–150 ms (random) and repeats; latency = task start − "
         "the moment the enqueue call began (same machine clock), as measured inside the "
-        "task. 3 warm-up jobs are dropped. p99 of ~100 samples is close to the maximum."
+        f"task. 3 warm-up jobs are dropped. With {cfg.k_latency} samples per repetition, p99 "
+        "is close to the maximum."
     )
     w(
         f"- **5. Raw limits**: redis-py with hiredis, one connection; "
