@@ -175,6 +175,9 @@ def test_corrupt_row_still_renders_raw(jobs, superuser):
     assert response.status_code == 200
     assert "cannot be read as a job" in page
     assert "&lt;b&gt;bogus&lt;/b&gt;" in page and "<b>bogus</b>" not in page
+    assert job_url("emails", job_id, "delete") in page  # the way out of a broken row
+    superuser.post(job_url("emails", job_id, "delete"), {"confirm": "yes"})
+    assert not jobs.connector.client.exists(QueueKeys.of("emails").job(job_id))
 
 
 def test_missing_job_is_404(jobs, superuser):
