@@ -8,11 +8,13 @@ Three kinds of thread, each for a reason:
   never polls in a sleep loop.
 * ``concurrency`` **executors** run the handler. Completions of short jobs are
   pipelined (``Jobs.complete_many``): whoever finishes a job when no other job is
-  waiting locally flushes the batch, so slow jobs report at once and fast ones
-  share a round trip.
+  waiting locally flushes the batch, so fast jobs share a round trip and a job
+  that ends a batch reports at once.
 * the **heartbeat** renews every held lease (``Jobs.extend_many``, token-fenced)
-  at a third of its length, refreshes the worker registry, and watches the
-  fetcher's blocking read. It is its own thread so a busy task cannot starve it.
+  at a third of its length, flushes completions that waited over 20 ms (a slow
+  job never holds back the results of short ones), refreshes the worker registry,
+  and watches the fetcher's blocking read. It is its own thread so a busy task
+  cannot starve it.
 
 A lease the heartbeat finds lost (``StaleToken``: reaped, then claimed by someone
 else) is logged as such, apart from task failures, and its outcome is discarded:
@@ -112,6 +114,7 @@ class _Lease:
     lease_ms: int
     renewed_at: float  # monotonic time just before the call that set the current deadline
     started: float = 0.0
+    elapsed_ms: float = 0.0  # how long the handler ran
     finishing: bool = False  # the outcome is on its way: a refused extend means nothing
     lost: str = ""  # why the heartbeat found the lease lost
     released: bool = False
@@ -418,7 +421,7 @@ class Worker:
     def _process(self, lease: _Lease) -> None:
         lease.started = time.monotonic()
         outcome = self._call_handler(lease.claimed)
-        elapsed_ms = (time.monotonic() - lease.started) * 1000
+        elapsed_ms = lease.elapsed_ms = (time.monotonic() - lease.started) * 1000
         self._avg_ms = elapsed_ms if self._avg_ms is None else 0.8 * self._avg_ms + 0.2 * elapsed_ms
         if lease.lost or lease.released:
             self._discard(lease)
@@ -547,12 +550,18 @@ class Worker:
 
     def _log_job(self, lease: _Lease, what: str, level: int = logging.WARNING) -> None:
         if logger.isEnabledFor(level):
-            ms = (time.monotonic() - lease.started) * 1000 if lease.started else 0.0
-            logger.log(level, "job %s %s %s (%.1f ms)", lease.claimed.id, lease.task, what, ms)
+            logger.log(
+                level,
+                "job %s %s %s (%.1f ms)",
+                lease.claimed.id,
+                lease.task,
+                what,
+                lease.elapsed_ms,
+            )
 
-    def _count(self, name: str, n: int = 1) -> None:
+    def _count(self, name: str) -> None:
         with self._lock:
-            setattr(self.stats, name, getattr(self.stats, name) + n)
+            setattr(self.stats, name, getattr(self.stats, name) + 1)
 
     # -- heartbeat ----------------------------------------------------------------------
 
