@@ -9,11 +9,13 @@ import time
 import pytest
 
 from echomq_django.engine import registry
-from echomq_django.engine.jobs import NewJob
+from echomq_django.engine.connector import Connector
+from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.retry_policy import RetryPolicy
 from echomq_django.engine.worker import Failure, Success, Worker, error_json
-from tests.worker.conftest import wait_until
+from tests.worker.conftest import RunningWorker, wait_until
+from tests.worker.proxy import FreezableProxy
 
 NO_BACKOFF = RetryPolicy(base_ms=0)
 
@@ -336,3 +338,24 @@ def test_short_results_are_not_held_back_by_a_slow_job_after_them(jobs, start_wo
         let_go.set()
     rw.worker.stop()
     assert rw.stats().completed == 21
+
+
+def test_a_silent_connection_never_wedges_the_worker(jobs, server, start_worker):
+    """A half-open connection (bytes stop, no FIN): the blocking read times out and the
+    worker reconnects. Production settings should give the main connection a
+    socket_timeout too (ECHOMQ OPTIONS), as this test does."""
+    proxy = FreezableProxy(server.host, server.port)
+    try:
+        via_proxy = Jobs(Connector.from_url(proxy.url, socket_timeout=1))
+        started = threading.Event()
+        rw = RunningWorker(
+            Worker(via_proxy, ["q"], lambda c: started.set() or Success(), idle_block_s=0.3)
+        )
+        wait_until(lambda: rw.worker._blocking_since is not None)
+        proxy.freeze()
+        enqueue(jobs)  # straight to the server
+        assert started.wait(10), "the worker stayed stuck on a silent connection"
+        rw.worker.stop()
+        rw.stats()
+    finally:
+        proxy.close()
