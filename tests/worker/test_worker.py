@@ -352,6 +352,8 @@ def test_a_silent_connection_never_wedges_the_worker(jobs, server, start_worker)
             Worker(via_proxy, ["q"], lambda c: started.set() or Success(), idle_block_s=0.3)
         )
         wait_until(lambda: rw.worker._blocking_since is not None)
+        time.sleep(0.5)  # past one block: its connection is open, and is the one frozen
+        wait_until(lambda: rw.worker._blocking_since is not None)
         proxy.freeze()
         enqueue(jobs)  # straight to the server
         assert started.wait(10), "the worker stayed stuck on a silent connection"
