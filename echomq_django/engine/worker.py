@@ -190,6 +190,12 @@ class Worker:
         self._down_since: float | None = None  # the server outage being ridden out
         self._blocker: redis.Redis | None = None
         self._blocking_since: float | None = None
+        # On a cluster one blocking call cannot span the queues' slots: a waiter per queue.
+        self._waiters = (
+            _QueueWaiters(jobs.connector.client, self.queues, idle_block_s + BLOCK_SLACK_S)
+            if jobs.connector.is_cluster
+            else None
+        )
 
     # -- public -----------------------------------------------------------------------
 
@@ -348,6 +354,9 @@ class Worker:
             alarm.daemon = True
             alarm.start()
         try:
+            if self._waiters is not None:
+                self._waiters.wait(timeout)
+                return
             blocker = self._blocking_client()
             self._blocking_since = time.monotonic()
             if not self._stopping.is_set():  # stop() may have come just before the block
@@ -371,12 +380,7 @@ class Worker:
             logger.debug("promote at due time failed: %s", exc)
 
     def _wake_keys(self) -> list[str]:
-        keys = [QueueKeys.of(q).wake for q in self.queues]
-        if self.jobs.connector.is_cluster:
-            # One blocking call cannot span slots: wait on the first queue only; the
-            # others are claimed on every round (within idle_block_s when idle).
-            return keys[:1]
-        return keys
+        return [QueueKeys.of(q).wake for q in self.queues]
 
     def _blocking_client(self) -> redis.Redis:
         """A client of our own for blocking reads, whose socket times out after the block."""
@@ -389,11 +393,15 @@ class Worker:
         return self._blocker
 
     def _interrupt_block(self) -> None:
+        if self._waiters is not None:
+            self._waiters.interrupt()
         blocker = self._blocker
         if blocker is not None:
             blocker.connection_pool.disconnect()
 
     def _close_blocker(self) -> None:
+        if self._waiters is not None:
+            self._waiters.close()
         blocker, self._blocker = self._blocker, None
         if blocker is not None:
             blocker.close()
@@ -765,6 +773,95 @@ def blocking_client(
     return redis.Redis(
         connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
     )
+
+
+class _QueueWaiters:
+    """The idle wait on a cluster: a thread per queue blocks on that queue's wake key.
+
+    One BZPOPMIN over the wake keys of several queues is a CROSSSLOT error on a
+    cluster (each queue is its own slot), so each queue gets a thread with its own
+    connection to the queue's node, and ``wait`` returns as soon as any of them is
+    woken: pick-up stays as fast as one blocking call on a single server.
+
+    The threads block only while the fetcher waits. A wake-up one of them still
+    takes after the fetcher went back to work is given back (ZADD) for another idle
+    worker, since this busy one would sit on it, which a standalone worker never does.
+    """
+
+    def __init__(self, client: redis.RedisCluster, queues: Sequence[str], socket_timeout: float):
+        self._client = client
+        self._keys = [QueueKeys.of(q).wake for q in queues]
+        self._socket_timeout = socket_timeout  # the block time plus slack: a hung read fails
+        self._block_s = 0.0
+        self._idle = threading.Event()  # the fetcher is waiting: the threads block
+        self._woken = threading.Event()  # a wake key was popped while it waited
+        self._closed = threading.Event()
+        self._blockers: dict[str, redis.Redis] = {}
+        self._threads: list[threading.Thread] = []
+
+    def wait(self, timeout: float) -> None:
+        """Return when one of the queues is woken, on ``interrupt``, or after ``timeout``."""
+        if not self._threads:
+            self._threads = [
+                threading.Thread(
+                    target=self._watch, args=(key,), name=f"echomq-wait-{i}", daemon=True
+                )
+                for i, key in enumerate(self._keys)
+            ]
+            for thread in self._threads:
+                thread.start()
+        self._block_s = timeout
+        self._idle.set()
+        self._woken.wait(timeout)
+        self._idle.clear()
+        self._woken.clear()  # the fetcher claims from every queue next: nothing is missed
+
+    def interrupt(self) -> None:
+        """End a ``wait`` now (a stop): wake the fetcher and cut the blocking reads."""
+        self._woken.set()
+        for blocker in self._blockers.copy().values():  # copy(): atomic, threads add to it
+            blocker.connection_pool.disconnect()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._idle.set()  # threads waiting for the next idle period see the close
+        self.interrupt()
+        for thread in self._threads:
+            thread.join(1.0)
+
+    def _watch(self, key: str) -> None:
+        while self._idle.wait() and not self._closed.is_set():
+            try:
+                self._wait_once(key)
+            except Exception as exc:  # this thread is the queue's wake-up: it must not die
+                if self._closed.is_set():
+                    break
+                # Down, failed over, resharded: reconnect after a while; meanwhile the
+                # fetcher's own timeout still ends its waits, so the queue is not stuck.
+                logger.debug("blocking wait on %s failed (%s); retrying", key, exc)
+                self._drop(key)
+                self._closed.wait(self._socket_timeout)
+        self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        blocker = self._blockers.pop(key, None)
+        if blocker is not None:
+            blocker.close()
+
+    def _wait_once(self, key: str) -> None:
+        if key not in self._blockers:
+            self._blockers[key] = blocking_client(
+                self._client, key, socket_timeout=self._socket_timeout
+            )
+        blocker = self._blockers[key]
+        popped = blocker.bzpopmin([key], max(self._block_s, 0.001))
+        if popped is None:
+            return
+        if self._idle.is_set():
+            self._woken.set()
+        else:
+            _, member, score = popped
+            blocker.zadd(key, {member: score})
 
 
 def _as_error_object(error: str, summary: str) -> str:

@@ -57,7 +57,7 @@ def test_minimal_acl_user_runs_every_operation(make_acl_server):
 def test_acl_user_without_script_rights_gets_a_clear_error(make_acl_server):
     acl = make_acl_server("~emq:* -@all +ping +evalsha +script|load")
     jobs = Jobs(Connector.from_url(acl.url))
-    with pytest.raises(Exception, match="(?i)permission|NOPERM"):
+    with pytest.raises(Exception, match=r"(?i)permission|NOPERM"):
         jobs.enqueue("acl", NewJob(payload="{}"))
 
 

@@ -1,0 +1,94 @@
+"""Scale-out fixtures: the engine on the suite's 3-master Valkey Cluster.
+
+``SPREAD`` are queue names whose hash tags land on the three different masters
+of ``valkey_cluster`` (``test_cluster.py`` checks it), so a test over them
+exercises every node.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from redis.crc import key_slot
+
+from echomq_django.embedded import EmbeddedCluster, EmbeddedServer
+from echomq_django.engine.connector import Connector
+from echomq_django.engine.jobs import Jobs
+from echomq_django.engine.keyspace import QueueKeys
+from echomq_django.engine.worker import Worker, WorkerStats
+
+SPREAD = ("emails", "default", "billing")  # slots 3728, 5718, 12682: masters 0, 1, 2
+
+
+def slot_of(queue: str) -> int:
+    return key_slot(QueueKeys.of(queue).base.encode())
+
+
+def node_of(cluster: EmbeddedCluster, queue: str) -> EmbeddedServer:
+    """The master that serves ``queue``'s slot, as the cluster itself says (CLUSTER SLOTS)."""
+    slot = slot_of(queue)
+    for lo, hi, (host, port, *_), *_ in cluster.nodes[0].command("CLUSTER", "SLOTS"):
+        if lo <= slot <= hi:
+            return next(n for n in cluster.nodes if (n.host, n.port) == (host, port))
+    raise LookupError(f"slot {slot} is not served")
+
+
+def blocked_clients(node: EmbeddedServer) -> int:
+    info = node.command("INFO", "clients")
+    return int(next(line for line in info.splitlines() if line.startswith("blocked_clients:"))[16:])
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 10.0, step: float = 0.005):
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout}s")
+        time.sleep(step)
+    return value
+
+
+@pytest.fixture
+def jobs(cluster_connector: Connector) -> Jobs:
+    return Jobs(cluster_connector)
+
+
+class RunningWorker:
+    """A Worker running in a thread."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.result: WorkerStats | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        self.result = self.worker.run()
+
+    def stop(self, timeout: float = 10.0) -> WorkerStats:
+        self.worker.stop()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the worker did not return"
+        assert self.result is not None
+        return self.result
+
+
+@pytest.fixture
+def start_worker(jobs: Jobs) -> Iterator[Callable[..., RunningWorker]]:
+    """start_worker(handler, queues, **Worker options) -> RunningWorker, stopped at teardown."""
+    running: list[RunningWorker] = []
+
+    def start(handler, queues=SPREAD, **options) -> RunningWorker:
+        options.setdefault("lease_ms", 2000)
+        options.setdefault("grace_s", 5.0)
+        rw = RunningWorker(Worker(jobs, list(queues), handler, **options))
+        running.append(rw)
+        return rw
+
+    yield start
+    for rw in running:
+        rw.worker.stop()
+    for rw in running:
+        rw.thread.join(10)

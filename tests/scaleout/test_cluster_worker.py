@@ -1,0 +1,101 @@
+"""The engine worker's idle wait on a cluster: one blocking read per queue, given back when busy.
+
+A BZPOPMIN over the wake keys of queues in different slots is a CROSSSLOT error,
+so on a cluster the worker blocks per queue (``worker._QueueWaiters``). These
+tests use ``idle_block_s=5``: a wake-up that went missing would show as a
+pick-up of seconds (the fetcher's own timeout), not milliseconds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+
+from echomq_django.engine.jobs import NewJob
+from echomq_django.engine.keyspace import QueueKeys
+from echomq_django.engine.worker import Success
+
+from .conftest import SPREAD, blocked_clients, node_of, wait_until
+
+IDLE_BLOCK_S = 5.0
+PROMPT_S = 0.5
+
+
+class Recorder:
+    """A handler that notes when each job ran, and sleeps on payload ``"slow"``."""
+
+    def __init__(self) -> None:
+        self.ran: dict[str, tuple[float, str]] = {}  # job id -> (monotonic time, worker ids)
+        self.lock = threading.Lock()
+
+    def __call__(self, claimed):
+        with self.lock:
+            self.ran[claimed.id] = (time.monotonic(), claimed.job.worker_ids[-1])
+        if claimed.job.payload == '"slow"':
+            time.sleep(1.5)
+        return Success()
+
+    def wait_for(self, job_id: str, timeout: float = 10.0) -> tuple[float, str]:
+        return wait_until(lambda: self.ran.get(job_id), timeout)
+
+
+def test_the_queues_spread_over_the_three_masters(valkey_cluster):
+    assert len({node_of(valkey_cluster, q).port for q in SPREAD}) == 3
+
+
+def test_one_bzpopmin_cannot_span_queues_on_a_cluster(cluster_client):
+    """Why the worker waits per queue: the server refuses one blocking read over slots
+    (CROSSSLOT; redis-py keeps only the message)."""
+    keys = [QueueKeys.of(q).wake for q in SPREAD[:2]]
+    node = cluster_client.get_node_from_key(keys[0]).redis_connection
+    with pytest.raises(redis.ResponseError, match="same slot"):
+        node.bzpopmin(keys, 0.01)
+
+
+def test_an_idle_worker_picks_up_from_every_queue_promptly(
+    valkey_cluster, jobs, start_worker, record_property
+):
+    recorder = Recorder()
+    worker = start_worker(recorder, SPREAD, idle_block_s=IDLE_BLOCK_S)
+    nodes = [node_of(valkey_cluster, q) for q in SPREAD]
+    latencies = {}
+    for queue, node in reversed(list(zip(SPREAD, nodes))):  # third queue first
+        wait_until(lambda n=node: blocked_clients(n) == 1)  # the worker idles on every node
+        sent = time.monotonic()
+        job_id = jobs.enqueue(queue, NewJob(payload="{}")).id
+        ran_at, _ = recorder.wait_for(job_id)
+        latencies[queue] = ran_at - sent
+    record_property("pickup_ms", {q: round(s * 1000, 1) for q, s in latencies.items()})
+    assert max(latencies.values()) < PROMPT_S, latencies
+
+    stopping = time.monotonic()
+    stats = worker.stop()
+    assert time.monotonic() - stopping < 2.0  # stop cuts the blocking reads
+    assert stats.completed == len(SPREAD)
+    wait_until(lambda: not [t for t in threading.enumerate() if t.name.startswith("echomq-wait")])
+    assert all(blocked_clients(n) == 0 for n in nodes)
+
+
+def test_a_busy_worker_gives_a_wake_up_back_to_an_idle_one(valkey_cluster, jobs, start_worker):
+    """A busy worker's blocked read that takes a wake-up hands it on to an idle worker."""
+    first, second = SPREAD[0], SPREAD[2]
+    nodes = [node_of(valkey_cluster, q) for q in (first, second)]
+    recorder = Recorder()
+    start_worker(recorder, (first, second), name="busy", idle_block_s=IDLE_BLOCK_S)
+    wait_until(lambda: all(blocked_clients(n) == 1 for n in nodes))
+    start_worker(recorder, (first, second), name="idle", idle_block_s=IDLE_BLOCK_S)
+    wait_until(lambda: all(blocked_clients(n) == 2 for n in nodes))
+
+    slow = jobs.enqueue(first, NewJob(payload='"slow"')).id
+    _, holder = recorder.wait_for(slow)
+    assert holder == "busy"  # the first to block is served first
+    # "busy" runs its one job; its read on the second queue is still blocked, first in line.
+    sent = time.monotonic()
+    quick = jobs.enqueue(second, NewJob(payload="{}")).id
+    ran_at, holder = recorder.wait_for(quick)
+    assert holder == "idle"
+    assert ran_at - sent < PROMPT_S
+    assert jobs.get(first, slow).state == "active"  # picked up while "busy" was still busy
