@@ -63,22 +63,29 @@ LIST_FIELDS = (
 # -- URL converters: validation happens before any view (and any key) -----------------
 
 
-class QueueNameConverter:
+class _ValidatedConverter:
+    """A path segment that must pass a keyspace validator.
+
+    The validators raise ``ValueError`` subclasses, which Django's resolver takes
+    as "no match": an ill-formed name or id ends in a 404 before any view runs.
+    """
+
     regex = r"[^/]+"
+    validate: Callable[[object], str]
 
     def to_python(self, value: str) -> str:
-        return validate_queue_name(value)  # InvalidQueueName is a ValueError: no match, 404
+        return type(self).validate(value)
 
     def to_url(self, value: str) -> str:
-        return validate_queue_name(value)
+        return type(self).validate(value)
 
 
-class JobIdConverter(QueueNameConverter):
-    def to_python(self, value: str) -> str:
-        return validate_job_id(value)
+class QueueNameConverter(_ValidatedConverter):
+    validate = staticmethod(validate_queue_name)
 
-    def to_url(self, value: str) -> str:
-        return validate_job_id(value)
+
+class JobIdConverter(_ValidatedConverter):
+    validate = staticmethod(validate_job_id)
 
 
 class StateConverter:
@@ -112,6 +119,7 @@ def from_ms(value: object) -> datetime | None:
 
 
 def _int_or_none(value: object) -> int | None:
+    """A row field as an int; None when it is absent or not a number (a row is data)."""
     if isinstance(value, int):
         return value
     try:
