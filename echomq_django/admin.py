@@ -11,19 +11,27 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponseRedirect
-from django.urls import include, path, reverse
+from django.urls import URLPattern, include, path, reverse
 
 from .admin_views import EchoMQAdmin
 from .models import Queue
 
 
 class QueueAdmin(admin.ModelAdmin):
-    """Holds the permissions; its changelist is the dashboard (queues have no rows)."""
+    """Holds the permissions; its only page, the changelist, leads to the dashboard.
+
+    ``Queue`` has no table, so the usual add/change/history/delete pages (which
+    would query it) are not routed at all.
+    """
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def changelist_view(self, request: HttpRequest, extra_context=None):
+    def get_urls(self) -> list[URLPattern]:
+        name = f"{self.opts.app_label}_{self.opts.model_name}_changelist"
+        return [path("", self.admin_site.admin_view(self.changelist_view), name=name)]
+
+    def changelist_view(self, request: HttpRequest, extra_context=None) -> HttpResponseRedirect:
         return HttpResponseRedirect(reverse(f"{self.admin_site.name}:echomq_dashboard"))
 
 

@@ -45,6 +45,11 @@ def test_admin_index_links_the_dashboard(jobs, superuser):
     assert superuser.get("/admin/echomq/queue/")["Location"] == ROOT  # the model row
 
 
+@pytest.mark.parametrize("page", ["add/", "1/change/", "1/delete/", "1/history/", "1/"])
+def test_the_tableless_model_has_no_other_pages(jobs, superuser, page):
+    assert superuser.get(f"/admin/echomq/queue/{page}").status_code == 404
+
+
 def test_dashboard_shows_queues_counts_throughput_and_workers(jobs, superuser):
     seed.dead(jobs, "payments", 2)
     seed.completed(jobs, "emails", 3)
