@@ -10,7 +10,6 @@ equal; ``save`` / ``restore`` put a keyspace back byte for byte (DUMP/RESTORE).
 from __future__ import annotations
 
 import re
-from collections import Counter
 from typing import Any
 
 import redis
@@ -94,8 +93,3 @@ def places(client: redis.Redis, queue: str) -> list[str]:
         elif sets != [state]:
             problems.append(f"{jid} row says {state!r} but it is in {sets or 'no place'}")
     return problems
-
-
-def place_counts(client: redis.Redis, queue: str) -> Counter[str]:
-    keys = QueueKeys.of(queue)
-    return Counter({s: client.zcard(keys.state_set(s)) for s in STATES})

@@ -27,6 +27,7 @@ from echomq_django.embedded import EmbeddedServer
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.errors import ServerOutOfMemory
 from echomq_django.engine.jobs import Jobs, NewJob
+from echomq_django.engine.worker import Success, Worker
 from tests.chaos import snapshot
 
 Q = "oomq"
@@ -91,6 +92,16 @@ def test_leased_processing_goes_on_under_oom(full):
     assert not snapshot.places(raw, Q)
     with pytest.raises(ServerOutOfMemory):  # still full: only new work is refused
         jobs.enqueue(Q, NewJob(payload="{}"))
+
+
+def test_the_worker_drains_a_full_server(full):
+    """The real worker, on a server that refuses every new job, finishes all the old ones."""
+    jobs, raw, n = full
+    worker = Worker(jobs, [Q], lambda claimed: Success('"done"'), concurrency=4, burst=True)
+    stats = worker.run()
+    assert stats.completed == n and stats.stale == 0
+    assert jobs.stats(Q).counts["completed"] == n
+    assert not snapshot.places(raw, Q)
 
 
 def test_enqueue_works_again_once_memory_is_freed(full):
