@@ -259,11 +259,6 @@ class WorkerRow:
             last_seen=datetime.fromtimestamp(info.last_seen, tz=UTC),
         )
 
-    @property
-    def load(self) -> int:
-        """Busy slots in percent (for the little bar)."""
-        return round(100 * len(self.running) / max(self.concurrency, 1))
-
 
 # -- operator actions: each is one engine call -------------------------------------------
 
