@@ -43,7 +43,7 @@ def start(jobs: Jobs, queue: str, handler: Callable[[Claimed], Success], **optio
 def wait_idle(worker: Worker, timeout: float = 10) -> None:
     """Until the worker is blocked on the server (its fetcher's blocking read)."""
     deadline = time.monotonic() + timeout
-    while worker._blocking_since is None:
+    while not worker.idle:
         if time.monotonic() > deadline:
             raise TimeoutError("the worker never went idle")
         time.sleep(0.001)

@@ -189,7 +189,8 @@ class Worker:
         self._beat_done = threading.Event()
         self._down_since: float | None = None  # the server outage being ridden out
         self._blocker: redis.Redis | None = None
-        self._blocking_since: float | None = None
+        self._blocking_since: float | None = None  # for the watchdog
+        self._waiting = False
         # On a cluster one blocking call cannot span the queues' slots: a waiter per queue.
         self._waiters = (
             _QueueWaiters(jobs.connector.client, self.queues, idle_block_s + BLOCK_SLACK_S)
@@ -234,6 +235,11 @@ class Worker:
         self._stop_time = time.monotonic()
         self._stopping.set()
         self._interrupt_block()
+
+    @property
+    def idle(self) -> bool:
+        """True while the worker waits on the server because no queue has ready work."""
+        return self._waiting
 
     @property
     def running(self) -> list[str]:
@@ -353,6 +359,7 @@ class Worker:
             alarm = threading.Timer((wait_ms + 1) / 1000, self._promote, (queue,))
             alarm.daemon = True
             alarm.start()
+        self._waiting = True
         try:
             if self._waiters is not None:
                 self._waiters.wait(timeout)
@@ -369,6 +376,7 @@ class Worker:
                 self._close_blocker()
                 self._stopping.wait(timeout)
         finally:
+            self._waiting = False
             self._blocking_since = None
             if alarm is not None:
                 alarm.cancel()

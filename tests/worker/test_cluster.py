@@ -24,7 +24,7 @@ def test_a_worker_serves_queues_on_several_slots_and_wakes_on_enqueue(cluster_co
     rw = RunningWorker(worker)
     try:
         wait_until(lambda: all(jobs.stats(q).counts["completed"] == 5 for q in queues))
-        wait_until(lambda: worker._blocking_since is not None)
+        wait_until(lambda: worker.idle)
         t0 = time.monotonic()
         job_id = jobs.enqueue("alpha", NewJob(payload="{}")).id  # the blocked-on queue
         wait_until(lambda: job_id in started, timeout=3)

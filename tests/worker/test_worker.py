@@ -122,16 +122,12 @@ def test_max_jobs_stops_after_n(jobs, start_worker):
     assert jobs.stats("q").counts["pending"] == 2
 
 
-def _blocked(worker: Worker) -> bool:
-    return worker._blocking_since is not None
-
-
 def test_an_idle_worker_blocks_on_the_server_and_wakes_on_enqueue(jobs, start_worker, redis_client):
     started = {}
     rw = start_worker(
         lambda c: started.setdefault(c.id, time.perf_counter()) and Success(), idle_block_s=30
     )
-    wait_until(lambda: _blocked(rw.worker))
+    wait_until(lambda: rw.worker.idle)
     calls_before = _total_calls(redis_client)
     time.sleep(1.0)
     idle_calls = _total_calls(redis_client) - calls_before
@@ -152,7 +148,7 @@ def test_a_scheduled_job_starts_on_time_without_a_reaper(jobs, start_worker):
     rw = start_worker(
         lambda c: started.setdefault(c.id, time.time() * 1000) and Success(), idle_block_s=30
     )
-    wait_until(lambda: _blocked(rw.worker))
+    wait_until(lambda: rw.worker.idle)
     due = int(time.time() * 1000) + 300
     (job_id,) = enqueue(jobs, due_ms=due)
     wait_until(lambda: job_id in started, timeout=3)
@@ -351,9 +347,9 @@ def test_a_silent_connection_never_wedges_the_worker(jobs, server, start_worker)
         rw = RunningWorker(
             Worker(via_proxy, ["q"], lambda c: started.set() or Success(), idle_block_s=0.3)
         )
-        wait_until(lambda: rw.worker._blocking_since is not None)
+        wait_until(lambda: rw.worker.idle)
         time.sleep(0.5)  # past one block: its connection is open, and is the one frozen
-        wait_until(lambda: rw.worker._blocking_since is not None)
+        wait_until(lambda: rw.worker.idle)
         proxy.freeze()
         enqueue(jobs)  # straight to the server
         assert started.wait(10), "the worker stayed stuck on a silent connection"
