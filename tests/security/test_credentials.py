@@ -113,20 +113,21 @@ def _banner_of_running(url: str, *args: str, until: str, log: Path) -> str:
     return log.read_text()
 
 
-def test_worker_and_reaper_banners_show_the_url_masked(server, tmp_path):
+def test_banners_and_ping_show_the_url_masked(server, tmp_path):
     with EmbeddedServer(binary=server.binary, password=SECRET) as own:
         done = _manage(own.url, "runworker", "--burst")
+        ping = _manage(own.url, "echomq", "ping", "--json")
         reaper = _banner_of_running(
             own.url, "runreaper", "--interval", "0.2", until="reaper on", log=tmp_path / "reaper"
         )
-    for output in (done.stdout + done.stderr, reaper):
-        assert f"on redis://:***@127.0.0.1:{own.port}/0" in output, output
+    for output in (done.stdout + done.stderr, ping.stdout + ping.stderr, reaper):
+        assert f"redis://:***@127.0.0.1:{own.port}/0" in output, output
         assert SECRET not in output
 
 
 def test_commands_facing_a_refused_password_do_not_print_it(locked):
     url = f"redis://:{SECRET}@127.0.0.1:{locked.port}/0"
-    for args in (["runreaper", "--once"], ["check", "--deploy"]):
+    for args in (["runreaper", "--once"], ["check", "--deploy"], ["echomq", "ping"]):
         done = _manage(url, *args)
         output = done.stdout + done.stderr
         assert SECRET not in output, output
