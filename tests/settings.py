@@ -1,6 +1,7 @@
 """Django settings for the test suite (pyproject: DJANGO_SETTINGS_MODULE=tests.settings).
 
-The ECHOMQ URL is a placeholder: tests point the app at the suite's own server
+The ECHOMQ URL points at a port where nothing listens (never the machine's own Redis):
+tests point the app at the suite's own server
 (see the ``server`` / ``url`` fixtures in tests/conftest.py).
 """
 
@@ -66,7 +67,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 STATIC_URL = "/static/"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast tests
 
-ECHOMQ = {"URL": os.environ.get("ECHOMQ_TEST_URL", "redis://127.0.0.1:6379/15")}
+ECHOMQ = {"URL": os.environ.get("ECHOMQ_TEST_URL", "redis://127.0.0.1:1/0")}
 
 # The backend is only configured once the Django layer exists, so that engine-only
 # tests run while echomq_django/backends.py is still being written.

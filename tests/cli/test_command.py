@@ -17,6 +17,7 @@ from echomq_django.engine import registry, script
 from echomq_django.engine.acl import worker_acl_rules
 from echomq_django.engine.jobs import NewJob
 from echomq_django.engine.keyspace import new_job_id
+from tests import servers
 from tests.cli.conftest import echomq_cmd, enqueue, make_completed, make_dead, manage_py
 
 
@@ -245,6 +246,7 @@ def test_ping_table_lists_the_scripts_not_yet_loaded(jobs, server, redis_client)
 
 
 def test_ping_on_a_cluster(settings, valkey_cluster, cluster_client):
+    servers.flush_cluster(valkey_cluster, scripts=True)  # other tests loaded scripts there
     host, port = valkey_cluster.startup_nodes[0]
     settings.ECHOMQ = {"URL": f"redis+cluster://{host}:{port}/0"}
     conf.reset()
