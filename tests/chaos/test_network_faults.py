@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from echomq_django.engine.errors import ServerUnavailable
+from echomq_django.engine.errors import JobExists, ServerUnavailable
 from echomq_django.engine.jobs import Jobs, NewJob
 from tests.chaos import snapshot
 from tests.chaos.proxy import DELIVERED, Fault, FaultProxy
@@ -145,3 +145,36 @@ def test_a_cut_pipeline_leaves_each_job_whole(
         assert stored, "the first chunk reached the server"
     for job in stored:
         assert direct.get(Q, job.id).payload == job.payload
+
+
+@pytest.mark.parametrize("fault", list(Fault), ids=lambda f: f.value)
+def test_an_enqueue_retried_after_a_fault_stores_one_job(
+    fault: Fault, direct: Jobs, proxied: Jobs, proxy: FaultProxy, redis_client
+):
+    """The caller cannot know whether a failed enqueue ran: retrying it is safe.
+
+    With an idempotency key the retry returns the job stored by the first call
+    (or stores it now); with a fixed id, an id that exists means it was stored.
+    """
+    proxied.register_queue(Q)
+    keyed = NewJob(payload="[1]", idempotency_key="order-42")
+    proxy.arm(fault)
+    with pytest.raises(ServerUnavailable):
+        proxied.enqueue(Q, keyed)
+    again = proxied.enqueue(Q, NewJob(payload="[1]", idempotency_key="order-42"))
+    if fault in DELIVERED:
+        assert (again.id, again.created) == (keyed.id, False)
+    else:
+        assert again.created
+
+    fixed = NewJob(id=NEW_ID, payload="[2]")
+    proxy.arm(fault)
+    with pytest.raises(ServerUnavailable):
+        proxied.enqueue(Q, fixed)
+    if fault in DELIVERED:
+        with pytest.raises(JobExists):
+            proxied.enqueue(Q, fixed)
+    else:
+        assert proxied.enqueue(Q, fixed).created
+    assert direct.stats(Q).counts["pending"] == 2
+    assert not snapshot.places(redis_client, Q)
