@@ -85,12 +85,12 @@ def error_json(class_path: str, text: str) -> str:
     return json.dumps({"exception_class_path": class_path, "traceback": text})
 
 
-def failure_from_exception(exc: BaseException, *, retry: bool = True) -> Failure:
-    """A Failure carrying the exception's class path and its traceback."""
+def failure_from_exception(exc: BaseException) -> Failure:
+    """A retryable Failure carrying the exception's class path and its traceback."""
     cls = type(exc)
     text = "".join(traceback.format_exception(exc))
     summary = f"{cls.__name__}: {exc}".splitlines()[0] if str(exc) else cls.__name__
-    return Failure(error_json(f"{cls.__module__}.{cls.__qualname__}", text), summary, retry)
+    return Failure(error_json(f"{cls.__module__}.{cls.__qualname__}", text), summary)
 
 
 @dataclass
