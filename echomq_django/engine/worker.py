@@ -287,8 +287,9 @@ class Worker:
                 self._room.wait(0.5)
 
     def _wait_for_change(self) -> None:
+        """Until a held job is let go (it may have gone back to pending), at most 1 s."""
         with self._room:
-            self._room.wait(0.05)
+            self._room.wait(1.0)
 
     def _claim_round(self) -> tuple[int, tuple[int, str] | None]:
         """Claim from the queues in order until the batch is full.
