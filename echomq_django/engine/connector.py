@@ -43,6 +43,14 @@ _ERROR_CODES: dict[str, type[EchoMQError]] = {
     "EMQSTATE": WrongState,
 }
 _CODE = re.compile(r"(EMQ[A-Z]+)\s+(.*?)(?:\s+script:.*)?$", re.DOTALL)
+# A cluster refusing a call while it reconfigures: TRYAGAIN (a multi-key call while its
+# slot migrates), CLUSTERDOWN, a slot no node serves, redirects past the client's limit.
+# The call did not run; like a lost server, it is worth trying again later.
+_CLUSTER_BUSY = (
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterError,
+    redis.exceptions.SlotNotCoveredError,
+)
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,7 @@ def translate_error(exc: Exception) -> Exception:
     """Map a redis-py exception onto the engine's typed errors."""
     if isinstance(exc, EchoMQError):
         return exc
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, *_CLUSTER_BUSY)):
         return ServerUnavailable(f"{type(exc).__name__}: {exc}")
     message = str(exc)
     if isinstance(exc, redis.ResponseError):
@@ -135,8 +143,10 @@ class Connector:
         options.setdefault("socket_connect_timeout", 5)
         scheme = urlsplit(url).scheme
         if scheme in CLUSTER_SCHEMES or options.pop("cluster", False):
+            # The cluster client re-sends a command after a lost connection (10 times by
+            # default). With no retries it still follows MOVED/ASK and refreshes its slot
+            # map on a failover; it only stops re-running a transition that may have run.
             plain = url.replace(scheme, CLUSTER_SCHEMES.get(scheme, scheme), 1)
-            options.pop("retry")
             client: Any = redis.RedisCluster.from_url(plain, **options)
         else:
             client = redis.Redis.from_url(url, **options)
@@ -207,9 +217,7 @@ class Connector:
         for node, indexes in by_node.values():
             results = self._node_pipeline(node.redis_connection, [calls[i] for i in indexes])
             for i, reply in zip(indexes, results):
-                if isinstance(reply, redis.ResponseError) and str(reply).startswith(
-                    ("MOVED", "ASK")
-                ):
+                if isinstance(reply, redis.exceptions.AskError):  # ASK, and MOVED (a subclass)
                     reply = self._single(calls[i])
                 replies[i] = reply
         return replies
