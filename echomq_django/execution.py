@@ -102,7 +102,7 @@ def prepare(job: Job) -> tuple[TaskResult, EchoMQBackend]:
 def refuse(job_id: str, exc: BaseException) -> Failure:
     """A row that must never run: dead at once, with the reason."""
     logger.error("EchoMQ refused job %s: %s", job_id, exc)
-    return failure_from_exception(exc, retry=False)
+    return replace(failure_from_exception(exc), retry=False)
 
 
 def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
@@ -129,7 +129,7 @@ def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
                 exc_info=True,
             )
         backoff = backend.options_for(task).retry_backoff_ms  # None: the worker's policy
-        return replace(failure_from_exception(exc, retry=retry), backoff_ms=backoff)
+        return replace(failure_from_exception(exc), retry=retry, backoff_ms=backoff)
     object.__setattr__(result, "_return_value", json.loads(value))
     finish(sender, result, TaskResultStatus.SUCCESSFUL)
     return Success(value)
