@@ -285,3 +285,66 @@ def test_reap_and_retry_survive_corrupt_counters(jobs):
     assert (sweep.moved, sweep.dead) == (0, 1)  # an unreadable budget counts as 1 attempt
     assert assert_one_place(jobs) == {job_id: "dead"}
     assert row(jobs, job_id)["state"] == "dead"
+
+
+def plant_alien(jobs: Jobs, place: str, score: float = 0) -> str:
+    """A valid id in ``place`` whose row key holds a string: no command may fail on it."""
+    alien = NewJob(payload="").id
+    keys = QueueKeys.of(QUEUE)
+    jobs.connector.client.set(keys.job(alien), "not a hash")
+    jobs.connector.client.zadd(keys.state_set(place), {alien: score})
+    return alien
+
+
+def assert_alien_dropped(jobs: Jobs, alien: str, place: str) -> None:
+    keys = QueueKeys.of(QUEUE)
+    assert jobs.connector.client.get(keys.job(alien)) == "not a hash"  # left alone
+    assert jobs.connector.client.zscore(keys.state_set(place), alien) is None  # set repaired
+
+
+def test_reap_survives_a_foreign_key_where_a_row_should_be(jobs):
+    """Before, HMGET failed mid-batch: the jobs before it were moved but never counted or woken."""
+    good = enqueue_n(jobs, 2)
+    jobs.claim(QUEUE, WORKER, count=2, lease_ms=1)
+    alien = plant_alien(jobs, "active", score=1)
+    time.sleep(0.005)
+    sweep = jobs.reap(QUEUE)
+    assert (sweep.moved, sweep.dead, sweep.dangling) == (2, 0, 1)
+    assert jobs.stats(QUEUE).metrics["reaped"] == 2
+    assert jobs.connector.client.zcard(QueueKeys.of(QUEUE).wake) == 1
+    assert_alien_dropped(jobs, alien, "active")
+    assert {g: row(jobs, g)["state"] for g in good} == dict.fromkeys(good, "pending")
+
+
+@pytest.mark.parametrize("place", ["completed", "dead"])
+def test_trim_survives_a_foreign_key_where_a_row_should_be(jobs, place):
+    good = enqueue_n(jobs, 1)[0]
+    claimed = jobs.claim(QUEUE, WORKER).jobs[0]
+    if place == "completed":
+        jobs.complete(QUEUE, good, claimed.token)
+    else:
+        jobs.retry(QUEUE, good, claimed.token, error=error_json(), summary="x", give_up=True)
+    alien = plant_alien(jobs, place)
+    assert jobs.trim(QUEUE, place, purge=True).moved == 2
+    assert_alien_dropped(jobs, alien, place)
+    assert row(jobs, good) == {}
+
+
+@pytest.mark.parametrize("by_id", [False, True], ids=["all", "by id"])
+def test_retry_dead_survives_a_foreign_key_where_a_row_should_be(jobs, by_id):
+    good = enqueue_n(jobs, 1)[0]
+    claimed = jobs.claim(QUEUE, WORKER).jobs[0]
+    jobs.retry(QUEUE, good, claimed.token, error=error_json(), summary="x", give_up=True)
+    alien = plant_alien(jobs, "dead")
+    sweep = jobs.retry_dead(QUEUE, [alien, good] if by_id else ())
+    assert sweep.moved == 1
+    assert jobs.stats(QUEUE).metrics["revived"] == 1
+    assert_alien_dropped(jobs, alien, "dead")
+    assert row(jobs, good)["state"] == "pending"
+
+
+def test_a_page_shows_a_foreign_key_where_a_row_should_be_as_a_missing_row(jobs):
+    good = enqueue_n(jobs, 1)[0]
+    alien = plant_alien(jobs, "pending")
+    page = jobs.page(QUEUE, "pending", fields=("task",))
+    assert {e.id: e.fields["task"] for e in page.entries} == {alien: None, good: "tests.task"}

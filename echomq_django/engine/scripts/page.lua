@@ -7,7 +7,8 @@
 -- ARGV[1] offset   ARGV[2] count (at most 500)   ARGV[3] newest first (1/0)
 -- ARGV[4..] row fields to return
 --
--- Reply: {total, {id, score, field values...}...}; a missing row gives nils.
+-- Reply: {total, {id, score, field values...}...}; a missing row (or a key of
+-- another type in its place) gives nils.
 -- @include "common"
 
 local offset, count = tonumber(ARGV[1]), math.min(tonumber(ARGV[2]), 500)
@@ -23,7 +24,8 @@ local reply = {redis.call('ZCARD', KEYS[1])}
 for i = 1, #members, 2 do
   local entry = {members[i], members[i + 1]}
   if #fields > 0 then
-    local values = redis.call('HMGET', row_key(members[i]), unpack(fields))
+    local jk, values = row_key(members[i]), {}
+    if is_row(jk) then values = redis.call('HMGET', jk, unpack(fields)) end
     for j = 1, #fields do entry[#entry + 1] = values[j] or false end
   end
   reply[#reply + 1] = entry

@@ -10,6 +10,8 @@
 -- ARGV[1] limit
 --
 -- Reply: {returned to pending, moved to dead, dangling ids dropped, more (1/0)}
+-- A dangling id (no row, a key of another type, a row not active) is only
+-- dropped from active: no command can fail on it after the batch's first moves.
 -- @include "common"
 -- @include "moves"
 
@@ -18,7 +20,10 @@ local returned, dead, dangling = 0, 0, 0
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], id)
   local jk = row_key(id)
-  local row = redis.call('HMGET', jk, 'state', 'worker', 'lease_deadline')
+  local row = {}
+  if is_row(jk) then
+    row = redis.call('HMGET', jk, 'state', 'worker', 'lease_deadline')
+  end
   if row[1] ~= 'active' then
     dangling = dangling + 1
   else

@@ -7,7 +7,8 @@
 -- KEYS[4] metrics HASH KEYS[5] wake     ZSET
 -- ARGV[1] limit   ARGV[2..] job ids (none: the oldest `limit` dead jobs)
 --
--- Reply: {moved, more (1/0)}. Ids that are not dead are skipped.
+-- Reply: {moved, more (1/0)}. Ids that are not dead (or whose row key holds
+-- another type) are skipped: no command fails after the first moves.
 -- @include "common"
 -- @include "moves"
 
@@ -22,7 +23,7 @@ local moved = 0
 for _, id in ipairs(ids) do
   local jk = row_key(id)
   local removed = redis.call('ZREM', KEYS[1], id)
-  if redis.call('HGET', jk, 'state') == 'dead' then
+  if is_row(jk) and redis.call('HGET', jk, 'state') == 'dead' then
     local attempts = redis.call('HGET', jk, 'attempts') or '0'
     redis.call('HSET', jk, 'refunds', attempts)
     redis.call('HDEL', jk, 'finished_at')

@@ -19,7 +19,9 @@ local place = string.match(KEYS[1], ':([a-z]+)$')
 for _, id in ipairs(ids) do
   redis.call('ZREM', KEYS[1], id)
   local jk = row_key(id)
-  if redis.call('HGET', jk, 'state') == place then
+  -- A key of another type at the row's name is not a row: left alone, never a WRONGTYPE
+  -- halfway through the batch.
+  if is_row(jk) and redis.call('HGET', jk, 'state') == place then
     release_idempotency(jk, id)
     redis.call('DEL', jk)
   end
