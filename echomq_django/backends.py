@@ -31,6 +31,7 @@ enqueue or read.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
@@ -52,7 +53,7 @@ from .compat import (
     task_enqueued,
 )
 from .engine.errors import InvalidJobId, InvalidJobOptions
-from .engine.jobs import Job, NewJob
+from .engine.jobs import MAX_DELAY_MS, Job, NewJob
 from .engine.keyspace import validate_job_id, validate_queue_name
 from .payload import Payload, due_ms, encode_arguments, from_server_us, rebuild_task, task_result
 
@@ -90,7 +91,11 @@ def duration_ms(value: Duration | None, name: str) -> int | None:
         return None
     if isinstance(value, timedelta):
         value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value < math.inf  # also refuses NaN, which round() cannot take
+    ):
         raise InvalidJobOptions(
             f"{name} must be a non-negative number of seconds or a timedelta, not {value!r}"
         )
@@ -140,6 +145,8 @@ class JobOptions:
         NewJob(payload="", **self.new_job_fields()).validate()
         if self.lease_ms == 0:
             raise InvalidJobOptions("lease must be positive")
+        if (self.retry_backoff_ms or 0) > MAX_DELAY_MS:
+            raise InvalidJobOptions(f"retry_backoff must be at most {MAX_DELAY_MS // 1000} seconds")
         return self
 
 

@@ -47,6 +47,9 @@ DEFAULT_MAX_PAYLOAD = 512 * 1024
 SWEEP_LIMIT = 1000  # jobs per reap/promote/trim call: no script blocks the server for long
 SWEEP_MAX = 10_000  # the most a caller may ask per call (0 or less would mean "no bound" to Lua)
 PAGE_MAX = 500
+# The longest retention or retry delay (~34 years): now + it stays an exact integer that
+# Lua's '%d' can format (a larger one wrapped to a negative score: due at once).
+MAX_DELAY_MS = 2**40
 
 
 def _int(value: object, minimum: int, maximum: int, name: str) -> int:
@@ -119,8 +122,8 @@ class NewJob:
         _int(self.max_attempts, 1, 1_000_000, "max_attempts")
         _int(self.lease_ms, 0, 7 * 24 * 3600 * 1000, "lease_ms")
         _int(self.due_ms, 0, 2**52, "due_ms")
-        _int(self.result_ttl_ms, 0, 2**40, "result_ttl_ms")
-        _int(self.dead_ttl_ms, 0, 2**40, "dead_ttl_ms")
+        _int(self.result_ttl_ms, 0, MAX_DELAY_MS, "result_ttl_ms")
+        _int(self.dead_ttl_ms, 0, MAX_DELAY_MS, "dead_ttl_ms")
         if not isinstance(self.run_after, str) or len(self.run_after) > 100:
             raise InvalidJobOptions("run_after must be a string of at most 100 characters")
         _utf8(self.run_after, "run_after")
@@ -442,6 +445,7 @@ class Jobs:
         """Record a failed attempt (``error`` is one JSON object). Dead past max attempts."""
         keys = QueueKeys.of(queue)
         _error_object(error)
+        _int(backoff_ms, 0, MAX_DELAY_MS, "backoff_ms")
         if not isinstance(summary, str):
             raise InvalidJobOptions(f"summary must be a string, not {type(summary).__name__}")
         reply = self.connector.run(
@@ -449,7 +453,7 @@ class Jobs:
             [keys.active, keys.pending, keys.scheduled, keys.dead, keys.seq, keys.metrics,
              keys.wake, keys.job(job_id)],
             [job_id, int(token), error, summary.splitlines()[0][:500] if summary else "",
-             max(0, int(backoff_ms)), 1 if give_up else 0],
+             backoff_ms, 1 if give_up else 0],
         )  # fmt: skip
         return RetryOutcome(reply[0], int(reply[1]))
 

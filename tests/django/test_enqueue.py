@@ -177,6 +177,9 @@ def test_unknown_options_and_bad_values_are_check_errors_and_refuse_enqueue(sett
         ({"ENQUEUE_ON_COMIT": True}, "echomq.E004", "unknown options: 'ENQUEUE_ON_COMIT'"),
         ({"MAX_ATTEMPTS": 0}, "echomq.E006", "max_attempts"),
         ({"LEASE": -1}, "echomq.E006", "lease"),
+        ({"LEASE": float("inf")}, "echomq.E006", "lease"),  # was an OverflowError from __init__
+        ({"RESULT_TTL": float("nan")}, "echomq.E006", "result_ttl"),
+        ({"RETRY_BACKOFF": 10**30}, "echomq.E006", "retry_backoff"),  # past any server score
     ]:
         settings.TASKS = {
             "default": {"BACKEND": "echomq_django.backends.EchoMQBackend", "OPTIONS": options}

@@ -200,6 +200,14 @@ def test_a_payload_over_the_limit_is_refused(connector):
         ("retry error not json", lambda j: j.retry(QUEUE, GOOD_ID, 1, error="boom", summary="x")),
         ("retry error a list", lambda j: j.retry(QUEUE, GOOD_ID, 1, error="[1]", summary="x")),
         ("retry summary none", lambda j: j.retry(QUEUE, GOOD_ID, 1, error="{}", summary=None)),
+        (
+            "retry backoff past 2**40 ms",  # the script's '%d' of now + 1e20 wrapped to -2**63
+            lambda j: j.retry(QUEUE, GOOD_ID, 1, error="{}", summary="x", backoff_ms=10**20),
+        ),
+        (
+            "retry backoff negative",
+            lambda j: j.retry(QUEUE, GOOD_ID, 1, error="{}", summary="x", backoff_ms=-1),
+        ),
         ("cancel reason newline", lambda j: j.cancel(QUEUE, GOOD_ID, "a\nb")),
         ("cancel reason quote", lambda j: j.cancel(QUEUE, GOOD_ID, 'a"b')),
         ("page count 0", lambda j: j.page(QUEUE, "pending", count=0)),
