@@ -620,7 +620,7 @@ class Jobs:
         """
         keys = QueueKeys.of(queue)
         _int(minutes, 1, 120, "minutes")
-        now_s, _ = self.connector.client.time()
+        now_s, _ = _plain(self.connector.client.time)
         last = int(now_s) // 60
         span = range(last - minutes + 1, last + 1)
         pipe = self.connector.client.pipeline(transaction=False)
@@ -628,7 +628,7 @@ class Jobs:
             pipe.hmget(keys.throughput(minute), "completed", "failed")
         return [
             (minute, int(done or 0), int(failed or 0))
-            for minute, (done, failed) in zip(span, pipe.execute())
+            for minute, (done, failed) in zip(span, _plain(pipe.execute))
         ]
 
     def page(

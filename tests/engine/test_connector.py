@@ -160,6 +160,9 @@ def test_nothing_listening_is_server_unavailable():
         lambda: jobs.enqueue(QUEUE, new()),
         lambda: jobs.claim(QUEUE, WORKER),
         lambda: jobs.stats(QUEUE),
+        lambda: jobs.throughput(QUEUE),  # plain commands: TIME, then a pipeline of HMGETs
+        lambda: jobs.queues(),
+        lambda: jobs.get(QUEUE, new().id),
         lambda: jobs.connector.ping(),
     ):
         with pytest.raises(ServerUnavailable) as caught:
