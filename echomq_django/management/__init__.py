@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from types import FrameType
 
+from echomq_django.checks import server_warnings
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.keyspace import validate_queue_name
 
@@ -100,10 +101,6 @@ def server_version(connector: Connector) -> str:
 
 
 def log_server_warnings(connector: Connector, logger: logging.Logger) -> None:
-    """Warn about a server that can lose jobs (the checks module's findings, if present)."""
-    try:
-        from echomq_django.checks import server_warnings
-    except ImportError:
-        return
+    """Warn about a server that can lose jobs (no persistence, an evicting memory policy)."""
     for warning in server_warnings(connector):
         logger.warning("%s", warning)
