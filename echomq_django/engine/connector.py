@@ -51,6 +51,9 @@ _CLUSTER_BUSY = (
     redis.exceptions.ClusterError,
     redis.exceptions.SlotNotCoveredError,
 )
+# A primary demoted to a replica (a failover behind a fixed address) answers READONLY
+# to a write: the call did not run either, and the new primary will take it.
+_NOT_RUN = (*_CLUSTER_BUSY, redis.exceptions.ReadOnlyError)
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,7 @@ def translate_error(exc: Exception) -> Exception:
     """Map a redis-py exception onto the engine's typed errors."""
     if isinstance(exc, EchoMQError):
         return exc
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, *_CLUSTER_BUSY)):
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, *_NOT_RUN)):
         return ServerUnavailable(f"{type(exc).__name__}: {exc}")
     message = str(exc)
     if isinstance(exc, redis.ResponseError):

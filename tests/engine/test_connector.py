@@ -181,3 +181,17 @@ def test_a_server_that_dies_mid_session_is_server_unavailable(own_server):
         jobs.connector.run_many([Call(script.load("stats"), ["emq:{q}:pending"], [])])
     with pytest.raises(ServerUnavailable):
         jobs.get(QUEUE, job_id)
+
+
+def test_a_primary_turned_replica_is_server_unavailable(own_server):
+    """READONLY (the server was demoted, e.g. by a failover): the call did not run; try later."""
+    primary, demoted = own_server(), own_server()
+    jobs = Jobs(Connector.from_url(demoted.url))
+    try:
+        jobs.connector.client.replicaof("127.0.0.1", primary.port)
+        with pytest.raises(ServerUnavailable, match="ReadOnlyError"):
+            jobs.enqueue(QUEUE, new())
+        with pytest.raises(ServerUnavailable, match="ReadOnlyError"):
+            jobs.enqueue_many(QUEUE, [new()])  # a pipelined call: the reply is an error value
+    finally:
+        jobs.connector.close()
