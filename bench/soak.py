@@ -15,7 +15,9 @@ What it does:
    slow (outlives its lease: the heartbeat must keep it), flaky (random failures,
    retried), poison (always fails: must end dead).
 4. Chaos, for most of the run: SIGKILL a random worker every ``--kill-every``
-   seconds and start a fresh one; SIGSTOP a random worker for twice the lease
+   seconds and start a fresh one; SIGTERM one every ``--term-every`` seconds
+   (graceful: it finishes running jobs, releases the rest) and start a fresh one;
+   SIGSTOP a random worker for twice the lease
    every ``--pause-every`` seconds (its leases expire, other workers take its
    jobs, and when it wakes its completes must be refused); restart the server
    once in the middle (SHUTDOWN, AOF reload).
@@ -61,6 +63,7 @@ class Options:
     minutes: float
     lease: float
     kill_every: float
+    term_every: float
     pause_every: float
     restart: bool
     flaky: float
@@ -82,6 +85,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--minutes", type=float, default=10.0, help="time budget of the whole run")
     p.add_argument("--lease", type=float, default=1.0, help="job lease in seconds")
     p.add_argument("--kill-every", type=float, default=3.0, help="seconds between SIGKILLs")
+    p.add_argument("--term-every", type=float, default=10.0, help="seconds between SIGTERMs")
     p.add_argument("--pause-every", type=float, default=8.0, help="seconds between SIGSTOPs")
     p.add_argument("--no-restart", dest="restart", action="store_false")
     p.add_argument("--flaky", type=float, default=0.10, help="share of flaky jobs")
@@ -109,9 +113,11 @@ class Fleet:
     opts: Options
     env: dict[str, str]
     workers: dict[int, tuple[str, subprocess.Popen]] = field(default_factory=dict)
+    retiring: dict[str, subprocess.Popen] = field(default_factory=dict)  # SIGTERMed, finishing
     reapers: list[subprocess.Popen] = field(default_factory=list)
     generation: int = 0
     killed: set[str] = field(default_factory=set)
+    termed: set[str] = field(default_factory=set)
     paused: set[str] = field(default_factory=set)
     events: list[tuple[float, str, str]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -161,6 +167,20 @@ class Fleet:
         self.note("SIGKILL", name)
         self.start_worker(slot)
 
+    def term_one(self, rng: random.Random) -> None:
+        """SIGTERM a random worker (graceful: running jobs finish, the rest are released).
+
+        Its replacement starts at once; the old process exits on its own.
+        """
+        slot = rng.randrange(self.opts.workers)
+        name, proc = self.workers[slot]
+        proc.send_signal(signal.SIGCONT)
+        proc.terminate()
+        self.retiring[name] = proc
+        self.termed.add(name)
+        self.note("SIGTERM", name)
+        self.start_worker(slot)
+
     def pause_one(self, rng: random.Random) -> None:
         """SIGSTOP a random worker for twice the lease: a zombie that wakes up late."""
         name, proc = self.workers[rng.randrange(self.opts.workers)]
@@ -178,13 +198,17 @@ class Fleet:
         threading.Timer(2 * self.opts.lease, wake).start()
 
     def stop(self) -> None:
-        """SIGTERM everything (graceful), wait, and SIGKILL what does not exit."""
-        procs = [p for _, p in self.workers.values()] + self.reapers
-        for proc in procs:
+        """SIGTERM everything (graceful), wait, and SIGKILL what does not exit.
+
+        Workers SIGTERMed during the run are only waited for: a second signal would
+        make them exit at once.
+        """
+        running = [p for _, p in self.workers.values()] + self.reapers
+        for proc in running:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGCONT)
                 proc.terminate()
-        for proc in procs:
+        for proc in running + list(self.retiring.values()):
             try:
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
@@ -287,6 +311,7 @@ def run(opts: Options) -> Audit:
         )
         feeder.start()
         next_kill = opts.kill_every
+        next_term = opts.term_every
         next_pause = opts.pause_every
         restarted = not opts.restart
         last_report = 0.0
@@ -303,6 +328,9 @@ def run(opts: Options) -> Audit:
                 if now >= next_kill:
                     fleet.kill_one(rng)
                     next_kill = now + rng.uniform(0.5, 1.5) * opts.kill_every
+                if now >= next_term:
+                    fleet.term_one(rng)
+                    next_term = now + rng.uniform(0.5, 1.5) * opts.term_every
                 if now >= next_pause:
                     fleet.pause_one(rng)
                     next_pause = now + rng.uniform(0.5, 1.5) * opts.pause_every
@@ -314,7 +342,7 @@ def run(opts: Options) -> Audit:
                 last_report = now
                 print(
                     f"soak: {now:6.1f}s enqueued {progress[0]:>7} finished {done:>7} "
-                    f"kills {len(fleet.killed)} pauses {len(fleet.paused)}",
+                    f"kills {len(fleet.killed)} terms {len(fleet.termed)} pauses {len(fleet.paused)}",
                     flush=True,
                 )
         feeder.join()

@@ -138,7 +138,21 @@ def audit(client, plans: dict[str, str], side: Path, fleet, out: Path, elapsed: 
     _audit_executions(a, rows, runs, fleet)
 
     a.add("faults: worker SIGKILLs", kinds["SIGKILL"])
+    a.add("faults: worker SIGTERMs (graceful stop)", kinds["SIGTERM"])
     a.add("faults: worker SIGSTOPs (2 x lease)", kinds["SIGSTOP"])
+    # SIGTERM before the worker installed its handler ends it at once (-15): fine, as
+    # long as it had claimed nothing yet.
+    claimers = {w for r in rows.values() for w in (r["worker_ids"] or "").split("\n")}
+    unclean = [
+        name
+        for name, proc in fleet.retiring.items()
+        if proc.returncode != 0 and (proc.returncode != -15 or name in claimers)
+    ]
+    a.add("SIGTERMed workers that did not stop cleanly", len(unclean), not unclean)
+    a.add(
+        "refunds (claims released at graceful shutdown)",
+        sum(int(r["refunds"] or 0) for r in rows.values()),
+    )
     a.add("faults: server restarts (AOF)", kinds["server restart"])
     a.add(
         "zombie outcomes refused by the fence (StaleToken on complete/retry)",
@@ -181,7 +195,7 @@ def _audit_executions(a: Audit, rows, runs, fleet) -> None:
     executions = sum(run["starts"] for run in runs.values())
     a.add("executions (side logs)", executions)
     a.add(
-        "claims that never reached the task (read-ahead of a killed or paused worker)",
+        "claims that never reached the task (read-ahead of a killed, paused or stopped worker)",
         sum(int(r["attempts"] or 0) for r in rows.values()) - executions,
     )
     ran = {job for job, _ in runs}
@@ -189,19 +203,18 @@ def _audit_executions(a: Audit, rows, runs, fleet) -> None:
 
     why: Counter[str] = Counter()
     unexplained: list[tuple[str, int]] = []
+    by_job: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
     for (jid, token), run in runs.items():
+        by_job[jid][token] = run
+    for jid, job_runs in by_job.items():
         row = rows.get(jid)
-        if row is None:
-            unexplained.append((jid, token))
-            continue
-        if row["state"] == "completed" and token == int(row["attempts"] or 0):
-            why["final, completed"] += 1
-            continue
-        reason = _explain(row, token, run, fleet)
-        if reason:
-            why[reason] += 1
-        else:
-            unexplained.append((jid, token))
+        endings = claim_endings(row, job_runs, fleet) if row else None
+        for token, run in job_runs.items():
+            reason = _explain(endings, token, run, fleet) if endings else ""
+            if reason:
+                why[reason] += 1
+            else:
+                unexplained.append((jid, token))
     for reason, n in sorted(why.items()):
         a.add(f"executions: {reason}", n)
     a.add("executions not explained", len(unexplained), not unexplained)
@@ -225,19 +238,51 @@ def _audit_executions(a: Audit, rows, runs, fleet) -> None:
     a.add("successful executions whose complete was refused or never sent", len(zombies))
 
 
-def _explain(row, token: int, run, fleet) -> str:
-    """Why claim ``token`` of this job was not the final one; empty if nothing explains it."""
+def claim_endings(row, runs: dict[int, dict[str, Any]], fleet) -> dict[int, str] | None:
+    """How each claim (token) of a job ended: an error class, "refund" or "final".
+
+    Claims end in token order, each with an error appended, a refund (a release
+    at graceful shutdown) or, for the last of a completed job, success. Refunds
+    are placed on the claims of SIGTERMed workers (``worker_ids[t-1]``, from the
+    row) that did not finish an execution; the other claims take the errors in
+    order. None when the counts do not fit (nothing can be said per claim).
+    """
+    attempts, refunds = int(row["attempts"] or 0), int(row["refunds"] or 0)
     classes = _error_classes(row["errors"])
-    worker = run["worker"]
-    if int(row["refunds"] or 0) == 0 and token <= len(classes):
-        ended = classes[token - 1]
-        if ended == TASK_FAILURE and run["end"] == "fail":
-            return "ended by a task failure (retried, or dead)"
-        if ended == LEASE_EXPIRED:
-            return "re-run: lease expired, " + _lease_cause(run, worker, fleet)
-        return ""
-    if worker in fleet.killed and LEASE_EXPIRED in classes:
-        return "re-run: worker SIGKILLed (refunded row)"
+    workers = (row["worker_ids"] or "").split("\n")
+    final = attempts if row["state"] == "completed" else None
+    tokens = [t for t in range(1, attempts + 1) if t != final]
+    refunded = [
+        t
+        for t in tokens
+        if t <= len(workers)
+        and workers[t - 1] in fleet.termed
+        and (t not in runs or runs[t]["end"] is None)
+    ]
+    if len(refunded) != refunds:
+        if refunds:
+            return None
+        refunded = []
+    others = [t for t in tokens if t not in refunded]
+    if len(others) != len(classes):
+        return None
+    endings = dict.fromkeys(refunded, "refund") | dict(zip(others, classes))
+    if final:
+        endings[final] = "final"
+    return endings
+
+
+def _explain(endings: dict[int, str], token: int, run, fleet) -> str:
+    """Why this execution happened and how its claim ended; empty if nothing explains it."""
+    ended = endings.get(token, "")
+    if ended == "final":
+        return "final, completed"
+    if ended == "refund":
+        return "released at graceful shutdown (SIGTERM), refunded"
+    if ended == TASK_FAILURE and run["end"] == "fail":
+        return "ended by a task failure (retried, or dead)"
+    if ended == LEASE_EXPIRED:
+        return "re-run: lease expired, " + _lease_cause(run, run["worker"], fleet)
     return ""
 
 
@@ -247,6 +292,8 @@ def _lease_cause(run, worker: str, fleet) -> str:
         return "SIGKILL cut the execution"
     if worker in fleet.paused:
         return "worker SIGSTOPped (zombie finished late)"
+    if worker in fleet.termed:
+        return "worker SIGTERMed (release refused or lost)"
     if worker in fleet.killed:
         return "SIGKILL between the task's end and its complete"
     return "no fault on its worker (server restart or stall)"
