@@ -4,11 +4,12 @@ Started by ``scripts/run`` (which bootstraps the venv first). Environment:
 
     ECHOMQ_URL             use this server instead of starting the embedded one
     ECHOMQ_SERVER_PORT     port of the embedded server (default 6390; a free one if taken)
-    ECHOMQ_HTTP_ADDR       runserver address (default 127.0.0.1:8000)
+    ECHOMQ_HTTP_ADDR       runserver address (default 127.0.0.1:8000; the next free port if taken)
     ECHOMQ_RUN_QUEUES      queues for runworker (default "default emails slow")
     ECHOMQ_ADMIN_USER      demo superuser name (default admin)
     ECHOMQ_ADMIN_PASSWORD  its password (default: generated once, kept in var/admin-password)
-    ECHOMQ_VAR_DIR         where the server data and the password live (default var/)
+    ECHOMQ_VAR_DIR         where the server data, the password and the SQLite database
+                           live (default var/; DATABASE_URL, if set, wins for the database)
 
 Every child runs in its own process group; Ctrl-C (or SIGTERM) stops them all,
 then shuts the server down (SHUTDOWN: its AOF under var/valkey/ keeps the jobs).
@@ -42,6 +43,8 @@ from echomq_django.embedded import (  # noqa: E402 - after the path tweak
 VAR = Path(os.environ.get("ECHOMQ_VAR_DIR") or ROOT / "var").resolve()
 PY = sys.executable
 STOP_TIMEOUT = 10.0
+DEFAULT_HTTP_ADDR = "127.0.0.1:8000"
+SETTINGS_DEFAULT_URL = "redis://127.0.0.1:6390/0"  # project/settings.py's ECHOMQ_URL default
 
 _print_lock = threading.Lock()
 
@@ -94,6 +97,35 @@ def start_server() -> tuple[EmbeddedServer, object]:
     server.start(timeout=30)  # loading a large AOF may take a while
     say(f"{server.product} {server.version} on {server.url} (pid {server.pid}, data in {data})")
     return server, lock
+
+
+def http_addr() -> str:
+    """The runserver address: ECHOMQ_HTTP_ADDR, else 127.0.0.1:8000 or the next free port.
+
+    Checked before anything starts, so a taken port is reported at once instead of
+    runserver failing after the URLs were printed.
+    """
+    wanted = os.environ.get("ECHOMQ_HTTP_ADDR")
+    host, _, port = (wanted or DEFAULT_HTTP_ADDR).rpartition(":")
+    host = host or "127.0.0.1"
+    if not port.isdigit():
+        raise SystemExit(f"run | ECHOMQ_HTTP_ADDR={wanted!r}: expected host:port or port")
+    if port_is_free(int(port), host):
+        return f"{host}:{port}"
+    if wanted:
+        raise SystemExit(f"run | ECHOMQ_HTTP_ADDR={wanted}: the port is taken; choose another one")
+    free = next((p for p in range(8001, 8100) if port_is_free(p, host)), None) or free_port(host)
+    say(f"port {port} is taken: the web server uses port {free} instead")
+    return f"{host}:{free}"
+
+
+def cli_hint(url: str) -> str:
+    """The command that reaches this run's server from another terminal."""
+    python = Path(PY)
+    with contextlib.suppress(ValueError):
+        python = python.relative_to(ROOT)
+    prefix = "" if url == SETTINGS_DEFAULT_URL else f"ECHOMQ_URL={url} "
+    return f"{prefix}{python} manage.py echomq stats --watch"
 
 
 # ---------------------------------------------------------------------------------------
@@ -192,6 +224,8 @@ def main() -> int:
     VAR.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    # The demo superuser's password lives in VAR: so does the database that holds it.
+    env.setdefault("DATABASE_URL", f"sqlite:///{VAR / 'db.sqlite3'}")
     env["PYTHONUNBUFFERED"] = "1"
 
     server: EmbeddedServer | None = None
@@ -199,6 +233,7 @@ def main() -> int:
     children: list[Child] = []
     status = 0
     try:
+        addr = http_addr()
         if env.get("ECHOMQ_URL"):
             say(f"using ECHOMQ_URL={env['ECHOMQ_URL']} (no embedded server started)")
         else:
@@ -221,7 +256,6 @@ def main() -> int:
             say(f"could not create the demo superuser:\n{out.stdout}{out.stderr}")
             return 1
         commands = set(out.stdout.split("COMMANDS ", 1)[-1].split())
-        addr = env.get("ECHOMQ_HTTP_ADDR", "127.0.0.1:8000")
         queues = env.get("ECHOMQ_RUN_QUEUES", "default emails slow").split()
         manage_py = [PY, str(ROOT / "manage.py")]
         children.append(Child("web", [*manage_py, "runserver", addr], env))
@@ -236,10 +270,10 @@ def main() -> int:
 
         base = f"http://{addr}"
         say("")
-        say(f"open  {base}/")
-        say(f"      {base}/admin/          user {name!r}, password {password!r}")
-        say(f"      {base}/admin/echomq/")
-        say(f"queue server {env['ECHOMQ_URL']}")
+        say(f"open  {base}/demo/          enqueue demo tasks, watch one live")
+        say(f"      {base}/admin/echomq/  the queues; log in as {name!r}, password {password!r}")
+        say(f"queue server {env['ECHOMQ_URL']}; from another terminal:")
+        say(f"      {cli_hint(env['ECHOMQ_URL'])}")
         say("Ctrl-C stops everything")
         say("")
 

@@ -139,3 +139,24 @@ def test_run_starts_everything_and_ctrl_c_leaves_nothing_behind(tmp_path):
     # mechanism scripts/run uses, has the data back from its AOF.
     with EmbeddedServer(dir=tmp_path / "var" / "valkey", appendonly=True) as again:
         assert redis.Redis.from_url(again.url).get("emq:{run}:probe") == b"kept"
+
+
+def test_run_refuses_a_taken_web_port_before_starting_anything(tmp_path):
+    """A taken ECHOMQ_HTTP_ADDR is reported at once, not after the URLs were printed."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ECHOMQ_")}
+        env.update(ECHOMQ_VAR_DIR=str(tmp_path / "var"), ECHOMQ_HTTP_ADDR=f"127.0.0.1:{port}")
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "run.py")],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode != 0
+    assert f"ECHOMQ_HTTP_ADDR=127.0.0.1:{port}: the port is taken" in done.stderr
+    assert not (tmp_path / "var" / "valkey").exists()  # no server was started
