@@ -356,3 +356,13 @@ def test_a_page_shows_a_foreign_key_where_a_row_should_be_as_a_missing_row(jobs)
     alien = plant_alien(jobs, "pending")
     page = jobs.page(QUEUE, "pending", fields=("task",))
     assert {e.id: e.fields["task"] for e in page.entries} == {alien: None, good: "tests.task"}
+
+
+@pytest.mark.parametrize("lease", ["inf", "nan", "1e400", "-5", "0x7fffffffffffffff"])
+def test_claim_falls_back_to_the_default_lease_for_a_lease_no_enqueue_allows(jobs, lease):
+    """Lua reads 'inf' and 'nan' as numbers; '%d' made the deadline -2**63: reaped at once."""
+    odd = plant(jobs, {"state": "pending", "attempts": "0", "lease_ms": lease})
+    claim = jobs.claim(QUEUE, WORKER, lease_ms=5000)
+    assert [c.id for c in claim.jobs] == [odd]
+    assert row(jobs, odd)["lease_deadline"] == str(claim.now_ms + 5000)
+    assert jobs.reap(QUEUE).moved == 0

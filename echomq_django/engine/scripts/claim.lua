@@ -37,8 +37,10 @@ for i = 1, #popped, 2 do
       to_dead(jk, id, KEYS[7], KEYS[5])
     else
       local row = redis.call('HMGET', jk, 'lease_ms', 'started_at', 'worker_ids')
-      local lease = tonumber(row[1]) or 0
-      if lease <= 0 then lease = default_lease end
+      -- Only a lease enqueue allows (1 ms .. 7 days): Lua reads 'inf' and 'nan' as
+      -- numbers, and '%d' of an infinite deadline is -2^63 (reaped at once, run twice).
+      local lease = tonumber(row[1])
+      if not (lease and lease >= 1 and lease <= 604800000) then lease = default_lease end
       local deadline = now_ms + lease
       local workers = worker
       if row[3] and row[3] ~= '' then workers = row[3] .. '\n' .. worker end
