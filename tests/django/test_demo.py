@@ -83,3 +83,10 @@ def test_failed_task_shows_its_errors(client, jobs):
     assert data["status"] == "FAILED" and data["attempts"] == 3
     assert [e["exception_class_path"] for e in data["errors"]] == ["builtins.RuntimeError"] * 3
     assert b"RuntimeError: kaboom" in client.get(reverse("demo:status", args=[result.id])).content
+
+
+def test_the_status_page_links_to_the_job_in_the_admin(client, jobs):
+    response = client.post(reverse("demo:index"), {"action": "fast"})
+    result_id = response.url.rstrip("/").rsplit("/", 1)[-1]
+    admin_url = reverse("admin:echomq_job", kwargs={"queue": "default", "job_id": result_id})
+    assert admin_url.encode() in client.get(response.url).content
