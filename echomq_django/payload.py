@@ -27,6 +27,7 @@ from importlib import import_module
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
@@ -248,7 +249,7 @@ def rebuild_task(job: Job, payload: Payload, modules: Iterable[str] = ()) -> Tas
         changes["idempotency_key"] = payload.idempotency_key
     try:
         return replace(resolve_task(payload.task, modules), **changes)
-    except (InvalidTask, TypeError) as exc:
+    except (InvalidTask, TypeError, ImproperlyConfigured) as exc:  # the last: no such backend
         raise PayloadError(f"task {payload.task!r} cannot be rebuilt from its row: {exc}") from exc
 
 

@@ -16,6 +16,7 @@ from echomq_django.compat import TaskResultStatus, task_enqueued, task_finished,
 from echomq_django.engine.jobs import NewJob
 from echomq_django.engine.worker import Failure, Success, Worker
 from echomq_django.execution import execute
+from echomq_django.payload import PayloadError
 from tests.django import tasks
 
 pytestmark = pytest.mark.django_db
@@ -269,3 +270,11 @@ def test_resolution_never_triggers_a_module_getattr_hook(jobs, work):
         del sys.modules[lazy.__name__]
     assert calls == []
     assert jobs.get("default", job_id).state == "dead"
+
+
+def test_reading_a_row_that_names_an_unconfigured_backend_is_a_payload_error(jobs):
+    """Not ImproperlyConfigured: this project's settings are fine, the row is not."""
+    body = {"v": 1, "task": "tests.django.tasks.add", "args": [1, 2], "kwargs": {}}
+    job_id = planted(jobs, json.dumps({**body, "backend": "nope"}))
+    with pytest.raises(PayloadError, match="'nope'"):
+        tasks.add.get_result(job_id)
