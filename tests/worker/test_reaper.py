@@ -93,3 +93,23 @@ def test_bad_options_are_refused(jobs):
         Reaper(jobs, [], discover=False)
     with pytest.raises(ValueError, match="queue name"):
         Reaper(jobs, ["{bad}"])
+
+
+def test_two_reapers_racing_move_each_expired_job_exactly_once(jobs):
+    expire_lease(jobs, "q", 600)
+    reapers = [Reaper(jobs, ["q"], discover=False, limit=50) for _ in range(2)]
+    barrier, sweeps = threading.Barrier(2), []
+
+    def race(reaper: Reaper) -> None:
+        barrier.wait()
+        sweeps.append(reaper.sweep("q"))
+
+    threads = [threading.Thread(target=race, args=(r,)) for r in reapers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert sum(s.reaped.moved for s in sweeps) == 600
+    counts = jobs.stats("q").counts
+    assert (counts["pending"], counts["active"]) == (600, 0)
+    assert jobs.stats("q").metrics["reaped"] == 600
