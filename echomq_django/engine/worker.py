@@ -59,6 +59,7 @@ FLUSH_AGE_S = 0.02  # a finished job waits at most this long for others to share
 READ_AHEAD_BUDGET_MS = 50.0  # how long a read-ahead job may wait locally, on average
 MAX_READ_AHEAD = 500
 MAX_BACKOFF_S = 5.0  # reconnect backoff ceiling
+MAX_LEASE_MS = 7 * 24 * 3600 * 1000  # what Jobs.claim accepts
 DEFAULT_RETRY_POLICY = RetryPolicy()
 BLOCK_SLACK_S = 2.0  # socket_timeout = block timeout + this: a hung read cannot wedge us
 
@@ -158,6 +159,8 @@ class Worker:
         self.id = validate_worker_id(name or default_worker_id())
         _check_positive("concurrency", concurrency)
         _check_positive("lease_ms", lease_ms)
+        if lease_ms > MAX_LEASE_MS:
+            raise ValueError(f"lease_ms must be at most {MAX_LEASE_MS} (7 days), not {lease_ms}")
         if max_jobs is not None:
             _check_positive("max_jobs", max_jobs)
         if grace_s < 0 or idle_block_s <= 0 or registry_interval_s <= 0:

@@ -306,6 +306,8 @@ def test_the_worker_reconnects_after_its_connections_are_killed(jobs, start_work
 def test_bad_options_are_refused_before_anything_runs(jobs):
     with pytest.raises(ValueError, match="concurrency"):
         Worker(jobs, ["q"], Success, concurrency=0)
+    with pytest.raises(ValueError, match="lease_ms"):
+        Worker(jobs, ["q"], Success, lease_ms=8 * 24 * 3600 * 1000)
     with pytest.raises(ValueError, match="queue"):
         Worker(jobs, ["bad name"], Success)
     with pytest.raises(ValueError, match="worker id"):
