@@ -55,7 +55,7 @@ ORDERS = {
 THROUGHPUT_MINUTES = 60
 # Row fields read with each page entry (one HMGET per entry, inside the page script).
 LIST_FIELDS = (
-    "task", "priority", "attempts", "max_attempts", "enqueued_at", "started_at",
+    "task", "priority", "attempts", "refunds", "max_attempts", "enqueued_at", "started_at",
     "finished_at", "due_ms", "lease_deadline", "worker", "last_error",
 )  # fmt: skip
 
@@ -178,6 +178,12 @@ class ShownPayload:
         )
 
 
+def _counted_attempts(fields: dict[str, str | None]) -> int | None:
+    """The row's attempts minus its refunds, as ``Job.counted_attempts`` (None without a row)."""
+    attempts = _int_or_none(fields.get("attempts"))
+    return None if attempts is None else attempts - (_int_or_none(fields.get("refunds")) or 0)
+
+
 @dataclass(frozen=True, slots=True)
 class ListedJob:
     """One entry of a place's sorted set with the row fields a list shows."""
@@ -185,7 +191,7 @@ class ListedJob:
     id: str
     task: str
     priority: int | None
-    attempts: int | None
+    attempts: int | None  # counted against max_attempts: the token minus the refunds
     max_attempts: int | None
     enqueued: datetime | None
     started: datetime | None
@@ -202,7 +208,7 @@ class ListedJob:
             id=job_id,
             task=fields.get("task") or "",
             priority=_int_or_none(fields.get("priority")),
-            attempts=_int_or_none(fields.get("attempts")),
+            attempts=_counted_attempts(fields),
             max_attempts=_int_or_none(fields.get("max_attempts")),
             enqueued=from_us(fields.get("enqueued_at")),
             started=from_us(fields.get("started_at")),

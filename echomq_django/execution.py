@@ -117,7 +117,7 @@ def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
         value = to_json(task.call(*args, **result.kwargs))
     except BaseException as exc:
         retry = not isinstance(exc, NonJSONReturnValue)
-        if not retry or job.attempts - job.refunds >= job.max_attempts:
+        if not retry or job.counted_attempts >= job.max_attempts:
             result.errors.append(task_error(exc))
             finish(sender, result, TaskResultStatus.FAILED)  # inside except: exc_info is set
         else:

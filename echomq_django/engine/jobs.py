@@ -191,6 +191,15 @@ class Job:
         return self.attempts
 
     @property
+    def counted_attempts(self) -> int:
+        """Attempts that count against ``max_attempts``.
+
+        ``attempts`` only grows (it is the fencing token); a released lease and an
+        operator's retry of a dead job add to ``refunds`` instead of lowering it.
+        """
+        return self.attempts - self.refunds
+
+    @property
     def error_list(self) -> list[dict[str, Any]]:
         try:
             errors = json.loads(self.errors or "[]")

@@ -151,10 +151,25 @@ def test_job_detail_shows_everything(jobs, superuser):
     assert "shop.payments.PaymentDeclined" in page and "raise PaymentDeclined" in page
     assert "worker-1" in page and "worker-2" in page  # one worker id per attempt
     assert len(response.context["errors"]) == 2 and page.count("raise PaymentDeclined") == 2
-    assert "<strong>2</strong> of 2" in page  # attempts (the token) of max attempts
+    assert "<strong>2</strong> of 2" in page and "(token 2)" in page  # counted of max attempts
     times = dict(response.context["times"])
     assert times["Enqueued"] <= times["First started"] <= times["Finished"]
     assert times["Due"] is None and times["Lease deadline"] is None  # a dead job holds no lease
+
+
+def test_a_retried_dead_job_counts_its_attempts_afresh(jobs, superuser):
+    """After retry_dead the token keeps growing, but the budget starts again: the pages
+    show the attempts that count (never "3 of 2"), and the token beside them."""
+    (job_id,) = seed.dead(jobs, "emails", attempts=2)
+    jobs.retry_dead("emails", [job_id])
+    claim = jobs.claim("emails", "worker-3", count=1, lease_ms=60_000)
+    jobs.retry(
+        "emails", job_id, claim.jobs[0].token, error=seed.ERROR, summary=seed.SUMMARY, give_up=True
+    )
+    detail = superuser.get(job_url("emails", job_id)).content.decode()
+    assert "<strong>1</strong> of 2" in detail and "(token 3)" in detail
+    (row,) = superuser.get(list_url("emails", "dead")).context["rows"]
+    assert (row.attempts, row.max_attempts) == (1, 2)
 
 
 def test_job_detail_shows_the_result(jobs, superuser):

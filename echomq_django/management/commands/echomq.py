@@ -318,7 +318,7 @@ def job_view(job: Job, payload_limit: int = 1000) -> Table:
         ("state", job.state),
         ("task", job.task),
         ("priority", str(job.priority)),
-        ("attempts", f"{job.attempts - job.refunds} of {job.max_attempts} (token {job.attempts})"),
+        ("attempts", f"{job.counted_attempts} of {job.max_attempts} (token {job.token})"),
         ("enqueued", _when_us(job.enqueued_at)),
         ("started", _when_us(job.started_at)),
         ("last attempt", _when_us(job.last_attempted_at)),
