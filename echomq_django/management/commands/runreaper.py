@@ -12,10 +12,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from echomq_django import conf
+from echomq_django.backends import EchoMQBackend
+from echomq_django.compat import task_backends
 from echomq_django.engine.errors import ServerUnavailable
 from echomq_django.engine.keyspace import validate_queue_name
 from echomq_django.engine.reaper import Reaper
 from echomq_django.management import (
+    connect,
     log_server_warnings,
     on_stop_signals,
     queue_arg,
@@ -59,7 +62,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         setup_logging(options["verbosity"])
-        jobs = conf.get_jobs()
+        jobs = connect()
         explicit = options["queues"]
         reaper = Reaper(
             jobs,
@@ -87,13 +90,10 @@ class Command(BaseCommand):
 
 def configured_queues() -> list[str]:
     """ECHOMQ['QUEUES'] and the QUEUES of every EchoMQ TASKS backend (valid names only)."""
-    from echomq_django.backends import EchoMQBackend
-    from echomq_django.compat import task_backends
-
     names = list(conf.get_settings().queues)
     for backend in task_backends.all():
-        if isinstance(backend, EchoMQBackend):
-            names += sorted(backend.queues) or ["default"]
+        if isinstance(backend, EchoMQBackend):  # subclasses too
+            names += sorted(backend.queues)
     valid = []
     for name in dict.fromkeys(names):
         try:
