@@ -138,3 +138,11 @@ def test_every_option_has_help(command, options):
         assert option in text
     for action in parser._actions:
         assert action.help, f"{action.dest} has no help text"
+
+
+def test_the_start_up_banner_masks_the_password(acl_server, spawn):
+    worker = spawn("runworker", acl_server.url, "--burst")
+    assert worker.wait(30) == 0, worker.log()
+    log = worker.log()
+    assert acl_server.password not in log
+    assert f"on redis://{acl_server.username}:***@" in log
