@@ -290,11 +290,16 @@ class EchoMQBackend(BaseTaskBackend):
         """One script call; ``task_enqueued`` once the job is stored.
 
         When an idempotency key is held by an earlier job, nothing is stored and
-        that job's result is returned instead (no signal: nothing was enqueued).
+        ``result`` becomes that job's result (no signal: nothing was enqueued). It
+        is updated in place: on commit, the caller holds it already, and must not
+        keep an id that was never stored.
         """
         stored = conf.get_jobs().enqueue(result.task.queue_name, job)
         if not stored.created:
-            return self.read(result.task.queue_name, stored.id)
+            earlier = self.read(result.task.queue_name, stored.id)
+            for f in fields(earlier):
+                object.__setattr__(result, f.name, getattr(earlier, f.name))
+            return result
         object.__setattr__(result, "enqueued_at", from_server_us(stored.enqueued_at))
         task_enqueued.send(type(self), task_result=result)
         return result

@@ -337,6 +337,18 @@ class TestEnqueueOnCommit:
             result = tasks.urgent.enqueue()
             assert on_commit.get("default", result.id).state == "pending"
 
+    @pytest.mark.django_db(transaction=True)
+    def test_an_idempotency_key_held_at_commit_gives_the_earlier_job(self, on_commit):
+        """The caller holds the result before the commit: it must not keep an id never stored."""
+        keyed = tasks.add.using(idempotency_key="order-7")
+        earlier = keyed.enqueue(1, 2)  # outside a transaction: stored at once
+        with transaction.atomic():
+            later = keyed.enqueue(1, 2)
+        assert later.id == earlier.id
+        assert later.enqueued_at == earlier.enqueued_at
+        assert tasks.add.get_result(later.id).id == earlier.id
+        assert on_commit.stats("default").counts["pending"] == 1
+
     def test_captured_on_commit_callbacks_send_in_test_cases(
         self, on_commit, django_capture_on_commit_callbacks
     ):
