@@ -105,6 +105,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {
-        "echomq": {"handlers": ["console"], "level": env("ECHOMQ_LOG_LEVEL", default="INFO")}
+        "echomq": {"handlers": ["console"], "level": env("ECHOMQ_LOG_LEVEL", default="INFO")},
+        # The worker logs one line per job; Django's own INFO lines for the task_started and
+        # task_finished signals (shown when DEBUG is on) would add two more. Failures still show.
+        "django.tasks": {"level": "WARNING"},
     },
 }
