@@ -85,12 +85,6 @@ def new_job_id() -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def job_id_time_ms(job_id: str) -> int:
-    """The creation time (Unix ms) carried in a UUIDv7's first 48 bits."""
-    validate_job_id(job_id)
-    return int(job_id.replace("-", "")[:12], 16)
-
-
 @dataclass(frozen=True)
 class QueueKeys:
     """All key names of one queue. Build it with ``QueueKeys.of(name)``."""
