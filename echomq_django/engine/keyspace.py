@@ -130,7 +130,7 @@ class QueueKeys:
 
     @cached_property
     def wake(self) -> str:
-        """List that idle workers block on; enqueue pushes a token to wake them."""
+        """ZSET of one member that idle workers BZPOPMIN on; every move into pending ZADDs it."""
         return self.base + "wake"
 
     @cached_property
