@@ -7,7 +7,8 @@ the ``emq:`` prefix. Use it as::
 
     ACL SETUSER echomq on >password resetkeys resetchannels <rules>
 
-and connect with ``redis://echomq:password@host:6379/0``.
+and connect with ``redis://echomq:password@host:6379/0``. On a cluster, run it on
+every node (ACLs are per node) and connect with ``redis+cluster://...``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ CLIENT_COMMANDS = (
     # registries of queues and workers, reads of rows and pages
     "sadd", "smembers", "hgetall", "hmget", "hset", "expire", "pexpire", "zadd", "zrem",
     "zrange", "zrangebyscore", "zremrangebyscore", "del", "exists", "zcard",
+    # redis-py's cluster client reads the slot map and the command table (key positions)
+    "cluster|slots", "command",
 )  # fmt: skip
 
 # What the transition scripts call.

@@ -10,6 +10,7 @@ loop, the reaper) decides what a lost connection means.
 from __future__ import annotations
 
 import re
+import ssl
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
 from .errors import (
+    AccessDenied,
     EchoMQError,
     InvalidURL,
     JobExists,
@@ -35,6 +37,9 @@ from .errors import (
 from .script import Script
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+# Connection options redis-py's cluster client drops without a word (it hands its node
+# connections a fixed list of keywords): carried to every node by the connection class.
+NODE_CONNECTION_OPTIONS = ("health_check_interval", "ssl_min_version", "ssl_ciphers")
 
 _ERROR_CODES: dict[str, type[EchoMQError]] = {
     "EMQSTALE": StaleToken,
@@ -46,6 +51,11 @@ _CODE = re.compile(r"(EMQ[A-Z]+)\s+(.*?)(?:\s+script:.*)?$", re.DOTALL)
 # A cluster refusing a call while it reconfigures: TRYAGAIN (a multi-key call while its
 # slot migrates), CLUSTERDOWN, a slot no node serves, redirects past the client's limit.
 # The call did not run; like a lost server, it is worth trying again later.
+_DENIED = (
+    redis.AuthenticationError,
+    redis.exceptions.AuthenticationWrongNumberOfArgsError,
+    redis.exceptions.NoPermissionError,
+)
 _CLUSTER_BUSY = (
     redis.exceptions.TryAgainError,
     redis.exceptions.ClusterError,
@@ -101,10 +111,42 @@ def _require_host(url: str) -> None:
         )
 
 
+def _cluster_client(url: str, options: dict[str, Any]) -> redis.RedisCluster:
+    """redis-py's cluster client, with the NODE_CONNECTION_OPTIONS it would drop kept.
+
+    They go into a connection class of our own, which every node's pool (a node
+    found later by a failover or resharding too) builds its connections from.
+    """
+    carried = {k: options.pop(k) for k in NODE_CONNECTION_OPTIONS if k in options}
+    if carried:
+        scheme = urlsplit(url).scheme
+        tls = scheme == "rediss"
+        base = options.pop("connection_class", redis.SSLConnection if tls else redis.Connection)
+        options["connection_class"] = _with_defaults(base, carried)
+        url = "redis" + url[len(scheme) :]  # else the URL's scheme replaces the class
+    try:
+        return redis.RedisCluster.from_url(url, **options)
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+        # The cluster client reads the slot map at once: say where, without the secret.
+        cause = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
+        denied = isinstance(translate_error(cause), AccessDenied)
+        raise (AccessDenied if denied else ServerUnavailable)(f"{mask_url(url)}: {exc}") from exc
+
+
+def _with_defaults(base: type[redis.Connection], defaults: dict[str, Any]) -> type:
+    class NodeConnection(base):  # type: ignore[valid-type, misc]
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**{**defaults, **kwargs})
+
+    return NodeConnection
+
+
 def translate_error(exc: Exception) -> Exception:
     """Map a redis-py exception onto the engine's typed errors."""
     if isinstance(exc, EchoMQError):
         return exc
+    if isinstance(exc, _DENIED) or isinstance(exc.__context__, ssl.SSLCertVerificationError):
+        return AccessDenied(f"{type(exc).__name__}: {exc}")
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, *_NOT_RUN)):
         return ServerUnavailable(f"{type(exc).__name__}: {exc}")
     message = str(exc)
@@ -150,7 +192,7 @@ class Connector:
             # default). With no retries it still follows MOVED/ASK and refreshes its slot
             # map on a failover; it only stops re-running a transition that may have run.
             plain = url.replace(scheme, CLUSTER_SCHEMES.get(scheme, scheme), 1)
-            client: Any = redis.RedisCluster.from_url(plain, **options)
+            client: Any = _cluster_client(plain, options)
         else:
             client = redis.Redis.from_url(url, **options)
         return cls(client, url)

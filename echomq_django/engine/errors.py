@@ -68,6 +68,15 @@ class ServerUnavailable(EchoMQError, ConnectionError):
     """
 
 
+class AccessDenied(ServerUnavailable):
+    """The server refused us: a wrong user or password, a missing ACL right, a TLS
+    certificate it (or we) rejected.
+
+    A ServerUnavailable, so loops that ride out outages ride this out too (access may
+    be fixed while they run); a process that is starting up should stop on it instead.
+    """
+
+
 class ServerOutOfMemory(EchoMQError):
     """The server refused a write (maxmemory reached with noeviction); nothing was written."""
 

@@ -14,8 +14,13 @@ import sys
 from collections.abc import Callable
 from types import FrameType
 
+from django.core.management.base import CommandError
+
+from echomq_django import conf
 from echomq_django.checks import server_warnings
 from echomq_django.engine.connector import Connector
+from echomq_django.engine.errors import AccessDenied, ServerUnavailable
+from echomq_django.engine.jobs import Jobs
 from echomq_django.engine.keyspace import validate_queue_name
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s"
@@ -98,6 +103,26 @@ def server_version(connector: Connector) -> str:
     if "valkey_version" in info:
         return f"valkey {info['valkey_version']}"
     return f"redis {info.get('redis_version', '?')}"
+
+
+def connect() -> Jobs:
+    """The process's engine API, or a CommandError where starting makes no sense.
+
+    A server that refuses us (a wrong password, a missing ACL right, a rejected
+    certificate) is a configuration error: stop with it rather than retry for ever.
+    A server that is merely down is ridden out by the worker and the reaper, but a
+    cluster must answer once at start: its client needs the slot map to exist.
+    """
+    jobs = None
+    try:
+        jobs = conf.get_jobs()
+        jobs.connector.ping()
+    except AccessDenied as exc:
+        raise CommandError(f"the server refused access: {exc}") from exc
+    except ServerUnavailable as exc:
+        if jobs is None:
+            raise CommandError(f"the cluster is unreachable: {exc}") from exc
+    return jobs
 
 
 def log_server_warnings(connector: Connector, logger: logging.Logger) -> None:

@@ -11,10 +11,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from echomq_django import conf
 from echomq_django.engine.retry_policy import RetryPolicy
 from echomq_django.engine.worker import Worker
 from echomq_django.management import (
+    connect,
     count_arg,
     log_server_warnings,
     on_stop_signals,
@@ -107,7 +107,7 @@ class Command(BaseCommand):
             from echomq_django.execution import execute
         except ImportError as exc:
             raise CommandError(f"the Django execution layer cannot be imported: {exc}") from exc
-        jobs = conf.get_jobs()
+        jobs = connect()
         try:
             worker = Worker(
                 jobs,
