@@ -22,6 +22,7 @@ import fcntl
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -43,6 +44,7 @@ from echomq_django.embedded import (  # noqa: E402 - after the path tweak
 VAR = Path(os.environ.get("ECHOMQ_VAR_DIR") or ROOT / "var").resolve()
 PY = sys.executable
 STOP_TIMEOUT = 10.0
+WEB_START_TIMEOUT = 30.0
 DEFAULT_HTTP_ADDR = "127.0.0.1:8000"
 SETTINGS_DEFAULT_URL = "redis://127.0.0.1:6390/0"  # project/settings.py's ECHOMQ_URL default
 
@@ -200,6 +202,27 @@ class Child:
             os.killpg(self.proc.pid, sig)
 
 
+def first_exited(children: list[Child]) -> Child | None:
+    return next((child for child in children if child.proc.poll() is not None), None)
+
+
+def wait_for_web(addr: str, children: list[Child]) -> None:
+    """Return once runserver accepts connections (or a child died, or it takes too long).
+
+    The URLs are printed after this, so they come last, below runserver's banner,
+    and only when they work.
+    """
+    host, _, port = addr.rpartition(":")
+    deadline = time.monotonic() + WEB_START_TIMEOUT
+    while first_exited(children) is None:
+        with contextlib.suppress(OSError), socket.create_connection((host, int(port)), 0.5):
+            return
+        if time.monotonic() > deadline:
+            say(f"the web server does not answer on {addr} after {WEB_START_TIMEOUT:.0f}s")
+            return
+        time.sleep(0.2)
+
+
 def stop_children(children: list[Child]) -> None:
     for child in children:
         child.signal_group(signal.SIGTERM)
@@ -268,22 +291,23 @@ def main() -> int:
             else:
                 say(f"skipped: manage.py {cmd} (the command does not exist yet)")
 
-        base = f"http://{addr}"
-        say("")
-        say(f"open  {base}/demo/          enqueue demo tasks, watch one live")
-        say(f"      {base}/admin/echomq/  the queues; log in as {name!r}, password {password!r}")
-        say(f"queue server {env['ECHOMQ_URL']}; from another terminal:")
-        say(f"      {cli_hint(env['ECHOMQ_URL'])}")
-        say("Ctrl-C stops everything")
-        say("")
+        wait_for_web(addr, children)
+        if first_exited(children) is None:
+            base = f"http://{addr}"
+            say("")
+            say(f"open  {base}/demo/          enqueue demo tasks, watch one live")
+            say(
+                f"      {base}/admin/echomq/  the queues; log in as {name!r}, password {password!r}"
+            )
+            say(f"queue server {env['ECHOMQ_URL']}; from another terminal:")
+            say(f"      {cli_hint(env['ECHOMQ_URL'])}")
+            say("Ctrl-C stops everything")
+            say("")
 
-        while True:
-            for child in children:
-                code = child.proc.poll()
-                if code is not None:
-                    say(f"{child.name} exited with code {code}: stopping everything")
-                    return code or 1
+        while (exited := first_exited(children)) is None:
             time.sleep(0.2)
+        say(f"{exited.name} exited with code {exited.proc.returncode}: stopping everything")
+        return exited.proc.returncode or 1
     except Stop as exc:
         say(f"{exc}: stopping")
         return status
