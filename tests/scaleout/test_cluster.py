@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redis.crc import key_slot
 
+from echomq_django.embedded import EmbeddedServer
 from echomq_django.engine import script
 from echomq_django.engine.connector import Call, Connector
 from echomq_django.engine.errors import ScriptError, ServerUnavailable, StaleToken
@@ -19,7 +20,7 @@ from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys, new_job_id
 from tests import servers
 
-from .conftest import SPREAD, node_of, slot_of
+from .conftest import SPREAD, node_of, slot_of, wait_until
 
 # -- no CROSSSLOT by construction ---------------------------------------------------------
 
@@ -206,3 +207,66 @@ def test_a_queue_keeps_working_while_its_slot_moves_to_another_node(own_cluster)
     assert source.command("CLUSTER", "COUNTKEYSINSLOT", slot) == 0
     assert target.command("CLUSTER", "COUNTKEYSINSLOT", slot) > len(ids)
     assert jobs.connector.client.get_node_from_key(QueueKeys.of(queue).base).port == target.port
+
+
+# -- failover -------------------------------------------------------------------------------
+
+
+def info_field(node, section: str, name: str) -> str:
+    text = node.command("INFO", section)
+    return next(line.split(":", 1)[1] for line in text.splitlines() if line.startswith(name + ":"))
+
+
+@pytest.fixture
+def cluster_with_replica(tmp_path):
+    """One master holding every slot, plus a replica of it that can take over."""
+    cluster = servers.start_valkey_cluster(1)
+    replica_dir = tmp_path / "replica"
+    replica = EmbeddedServer(
+        binary=cluster.binary,
+        dir=replica_dir,
+        extra_args=[
+            "--cluster-enabled", "yes", "--cluster-node-timeout", "5000",
+            "--cluster-config-file", str(replica_dir / "nodes.conf"),
+        ],
+    )  # fmt: skip
+    try:
+        master = cluster.nodes[0]
+        master.command("CONFIG", "SET", "repl-diskless-sync-delay", "0")  # sync at once
+        replica.start()
+        replica.command("CLUSTER", "MEET", master.host, master.port)
+        master_id = master.command("CLUSTER", "MYID")
+        wait_until(lambda: master_id in replica.command("CLUSTER", "NODES"))
+        replica.command("CLUSTER", "REPLICATE", master_id)
+        wait_until(lambda: info_field(replica, "replication", "master_link_status") == "up")
+        yield master, replica
+    finally:
+        replica.stop()
+        cluster.stop()
+
+
+def test_a_queue_keeps_working_after_a_failover(cluster_with_replica):
+    """CLUSTER FAILOVER under a live Connector: MOVED to the promoted replica, which has
+    never loaded a script (scripts are not replicated): NOSCRIPT, loaded once, run."""
+    master, replica = cluster_with_replica
+    connector = Connector.from_url(f"redis+cluster://{master.host}:{master.port}/0")
+    jobs = Jobs(connector)
+    queue = SPREAD[0]
+    ids = [e.id for e in jobs.enqueue_many(queue, [NewJob(payload="{}") for _ in range(4)])]
+    held = jobs.claim(queue, "w", count=2, lease_ms=60_000).jobs
+    wait_until(lambda: int(info_field(master, "replication", "master_repl_offset"))
+               == int(info_field(replica, "replication", "slave_repl_offset")))  # fmt: skip
+
+    replica.command("CLUSTER", "FAILOVER")
+    wait_until(lambda: info_field(replica, "replication", "role") == "master")
+    wait_until(lambda: info_field(master, "replication", "role") == "slave")
+    loads = connector.script_loads
+
+    replies = jobs.extend_many([(queue, c.id, c.token, 60_000) for c in held])  # a pipeline
+    assert not [r for r in replies if isinstance(r, Exception)]
+    rest = jobs.claim(queue, "w", count=10).jobs
+    done = jobs.complete_many([(queue, c.id, c.token, "null") for c in [*held, *rest]])
+    assert not [r for r in done if isinstance(r, Exception)]
+    assert jobs.stats(queue).counts["completed"] == len(ids)
+    assert connector.script_loads > loads  # the new primary needed the bodies
+    assert connector.client.get_node_from_key(QueueKeys.of(queue).base).port == replica.port
