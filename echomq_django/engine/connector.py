@@ -37,6 +37,11 @@ from .errors import (
 from .script import Script
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+# How long a reply may take before the call is ServerUnavailable. redis-py waits for
+# ever by default: a half-open connection (no FIN: a dead NAT entry, a frozen host)
+# would hang an enqueue in a web request, or a worker's lease renewals until the
+# leases expired and the jobs ran twice. Scripts are bounded: replies take ms.
+DEFAULT_SOCKET_TIMEOUT_S = 10.0
 # Connection options redis-py's cluster client drops without a word (it hands its node
 # connections a fixed list of keywords): carried to every node by the connection class.
 NODE_CONNECTION_OPTIONS = ("health_check_interval", "ssl_min_version", "ssl_ciphers")
@@ -186,6 +191,7 @@ class Connector:
         options.setdefault("decode_responses", True)
         options.setdefault("retry", Retry(NoBackoff(), 0))
         options.setdefault("socket_connect_timeout", 5)
+        options.setdefault("socket_timeout", DEFAULT_SOCKET_TIMEOUT_S)
         scheme = urlsplit(url).scheme
         if scheme in CLUSTER_SCHEMES or options.pop("cluster", False):
             # The cluster client re-sends a command after a lost connection (10 times by
