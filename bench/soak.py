@@ -20,7 +20,9 @@ What it does:
    SIGSTOP a random worker for twice the lease
    every ``--pause-every`` seconds (its leases expire, other workers take its
    jobs, and when it wakes its completes must be refused); restart the server
-   once in the middle (SHUTDOWN, AOF reload).
+   once in the middle (SHUTDOWN, AOF reload); every ``--cut-every`` seconds, cut
+   every connection of the workers and reapers or lose the reply of their next
+   script call (they talk through the fault proxy of ``tests/chaos/proxy.py``).
 5. Lets the queue drain without chaos, stops everything, and audits the
    server's own data against the tasks' side logs (``bench/soak_audit.py``).
 
@@ -49,6 +51,7 @@ if str(ROOT) not in sys.path:  # run as a script: bench/ and echomq_django/ impo
 from bench.soak_audit import Audit, audit  # noqa: E402
 from echomq_django.embedded import EmbeddedServer, find_server_binary  # noqa: E402
 from echomq_django.engine.errors import ServerUnavailable  # noqa: E402
+from tests.chaos.proxy import Fault, FaultProxy  # noqa: E402
 
 QUEUE = "soak"
 BATCH = 500
@@ -64,6 +67,7 @@ class Options:
     lease: float
     kill_every: float
     term_every: float
+    cut_every: float
     pause_every: float
     restart: bool
     flaky: float
@@ -86,6 +90,13 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--lease", type=float, default=1.0, help="job lease in seconds")
     p.add_argument("--kill-every", type=float, default=3.0, help="seconds between SIGKILLs")
     p.add_argument("--term-every", type=float, default=10.0, help="seconds between SIGTERMs")
+    p.add_argument(
+        "--cut-every",
+        type=float,
+        default=5.0,
+        help="seconds between network faults (workers and reapers talk through a fault "
+        "proxy that closes every connection, or loses the next reply); 0: no proxy",
+    )
     p.add_argument("--pause-every", type=float, default=8.0, help="seconds between SIGSTOPs")
     p.add_argument("--no-restart", dest="restart", action="store_false")
     p.add_argument("--flaky", type=float, default=0.10, help="share of flaky jobs")
@@ -269,6 +280,15 @@ def missing(jobs, batch):
 # -- the run ------------------------------------------------------------------------------
 
 
+def network_fault(proxy: FaultProxy, fleet: Fleet, rng: random.Random) -> None:
+    """Cut every connection at once, or lose the reply of the next script call."""
+    if rng.random() < 0.5:
+        fleet.note("network cut", f"{proxy.cut_all()} connections")
+    else:
+        proxy.arm(Fault.DROP_REPLY)
+        fleet.note("lost reply", "next EVALSHA")
+
+
 def finished_count(client) -> int:
     try:
         return client.zcard(f"emq:{{{QUEUE}}}:completed") + client.zcard(f"emq:{{{QUEUE}}}:dead")
@@ -286,15 +306,20 @@ def run(opts: Options) -> Audit:
     ).start()
     logs = opts.out / "side"
     logs.mkdir(exist_ok=True)
+    proxy = FaultProxy(server.host, server.port).start() if opts.cut_every > 0 else None
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "bench.soak_settings",
-        "SOAK_URL": server.url,
+        "SOAK_URL": proxy.url if proxy else server.url,  # the driver itself goes direct
         "SOAK_LEASE_S": str(opts.lease),
         "SOAK_LOG_DIR": str(logs),
         "PYTHONPATH": str(ROOT),
     }
-    os.environ.update({k: env[k] for k in ("DJANGO_SETTINGS_MODULE", "SOAK_URL", "SOAK_LEASE_S")})
+    os.environ.update(
+        DJANGO_SETTINGS_MODULE=env["DJANGO_SETTINGS_MODULE"],
+        SOAK_URL=server.url,
+        SOAK_LEASE_S=env["SOAK_LEASE_S"],
+    )
     django.setup()
     client = redis.Redis.from_url(server.url, socket_timeout=5)
     fleet = Fleet(opts, env)
@@ -311,6 +336,7 @@ def run(opts: Options) -> Audit:
         )
         feeder.start()
         next_kill = opts.kill_every
+        next_cut = opts.cut_every
         next_term = opts.term_every
         next_pause = opts.pause_every
         restarted = not opts.restart
@@ -328,6 +354,9 @@ def run(opts: Options) -> Audit:
                 if now >= next_kill:
                     fleet.kill_one(rng)
                     next_kill = now + rng.uniform(0.5, 1.5) * opts.kill_every
+                if proxy and now >= next_cut:
+                    network_fault(proxy, fleet, rng)
+                    next_cut = now + rng.uniform(0.5, 1.5) * opts.cut_every
                 if now >= next_term:
                     fleet.term_one(rng)
                     next_term = now + rng.uniform(0.5, 1.5) * opts.term_every
@@ -349,6 +378,8 @@ def run(opts: Options) -> Audit:
         elapsed = time.monotonic() - t0
     finally:
         fleet.stop()
+        if proxy:
+            proxy.close()
     with open(opts.out / "faults.jsonl", "w") as f:
         for moment, kind, target in fleet.events:
             f.write(json.dumps({"t": moment, "fault": kind, "target": target}) + "\n")

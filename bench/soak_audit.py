@@ -154,6 +154,8 @@ def audit(client, plans: dict[str, str], side: Path, fleet, out: Path, elapsed: 
         sum(int(r["refunds"] or 0) for r in rows.values()),
     )
     a.add("faults: server restarts (AOF)", kinds["server restart"])
+    a.add("faults: network cuts (every worker and reaper connection)", kinds["network cut"])
+    a.add("faults: lost replies (a script ran, its caller saw a cut)", kinds["lost reply"])
     a.add(
         "zombie outcomes refused by the fence (StaleToken on complete/retry)",
         count_in_logs(out, "soak-*.log", "but its lease was lost"),

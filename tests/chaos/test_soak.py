@@ -1,7 +1,7 @@
 """The CI variant of the chaos soak: ``bench/soak.py`` small, with every fault, about a minute.
 
 Real ``runworker`` and ``runreaper`` processes, SIGKILLs, SIGTERMs and SIGSTOPs
-of workers, one server restart with AOF; the soak's own audit must pass (nothing
+of workers, network cuts and lost replies, one server restart with AOF; the soak's own audit must pass (nothing
 lost, nothing in two places, one execution per token, every re-execution
 explained). The full-size run (100,000 jobs) is in bench/RESULTS.md.
 """
@@ -21,7 +21,7 @@ def test_small_chaos_soak_audits_clean(tmp_path, server):
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "soak.py"),
          "--jobs", "2500", "--workers", "2", "--threads", "4", "--reapers", "2",
-         "--minutes", "3", "--lease", "0.5", "--kill-every", "2", "--term-every", "3", "--pause-every", "4",
+         "--minutes", "3", "--lease", "0.5", "--kill-every", "2", "--term-every", "3", "--pause-every", "4", "--cut-every", "1",
          "--binary", server.binary, "--out", str(tmp_path / "run"), "--json", str(report)],
         cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
     )  # fmt: skip
@@ -33,4 +33,9 @@ def test_small_chaos_soak_audits_clean(tmp_path, server):
     assert checks["faults: worker SIGTERMs (graceful stop)"]["value"] >= 1
     assert checks["faults: worker SIGSTOPs (2 x lease)"]["value"] >= 1
     assert checks["faults: server restarts (AOF)"]["value"] == 1
+    net = (
+        "faults: network cuts (every worker and reaper connection)",
+        "faults: lost replies (a script ran, its caller saw a cut)",
+    )
+    assert sum(checks[name]["value"] for name in net) >= 3
     assert checks["executions beyond the first"]["value"] > 0
