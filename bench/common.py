@@ -216,6 +216,19 @@ class ScriptCallCounter:
     def __init__(self, host: str, port: int):
         self.sock = socket.create_connection((host, port))
         self.sock.sendall(b"MONITOR\r\n")
+        # Wait for +OK: only then does the server feed this client, so a mark
+        # sent after __init__ returns is sure to be seen.
+        self.sock.settimeout(10)
+        head = b""
+        while b"\r\n" not in head:
+            chunk = self.sock.recv(64)
+            if not chunk:
+                raise WorkerFailed("MONITOR connection closed")
+            head += chunk
+        if not head.startswith(b"+OK"):
+            raise WorkerFailed(f"MONITOR refused: {head[:80]!r}")
+        self.sock.settimeout(None)
+        self._initial = head.split(b"\r\n", 1)[1]
         self.lua = 0
         self.lines = 0
         self.marks: dict[str, int] = {}
@@ -225,7 +238,7 @@ class ScriptCallCounter:
         self._thread.start()
 
     def _run(self):
-        buf = b""
+        buf = self._initial
         while not self._stop:
             try:
                 chunk = self.sock.recv(1 << 20)

@@ -200,13 +200,13 @@ def run(cfg, adapters, url, res: Results):
             for a in adapters:
                 targets = labels[a.key] if with_variants else [(a.key, None)]
                 for label, variant in targets:
-                    if (phase, label) in res.errors:
-                        continue  # failed before: do not burn time again
                     t = time.monotonic()
                     try:
                         out = fn(a, cfg, r, variant) if with_variants else fn(a, cfg, r)
                     except Exception as e:
-                        res.errors[(phase, label)] = f"{type(e).__name__}: {e}"
+                        msg = f"rep {rep + 1}: {type(e).__name__}: {e}"
+                        prev = res.errors.get((phase, label))
+                        res.errors[(phase, label)] = f"{prev}; {msg}" if prev else msg
                         log(f"{phase} {label} rep {rep + 1}: FAILED {e}")
                         traceback.print_exc(file=sys.stderr)
                         continue
@@ -270,13 +270,18 @@ def render(cfg, adapters, skipped, labels, res, meta):
             return "skipped"
         return fn(k)
 
-    def err(phase, label):
-        return res.errors.get((phase, label))
+    def note(phase, k):
+        """Footnote marker when any repetition of this library failed in this phase."""
+        bad = [lab for (ph, lab) in res.errors if ph == phase and lab.split(":")[0] == k]
+        return f"[^{k}-{phase}]" if bad else ""
+
+    def missing(phase, k):
+        return ("failed" if note(phase, k) else "–") + note(phase, k)
 
     def rate_cell(phase):
         def f(k):
-            e = err(phase, k)
-            return f"failed[^{k}-{phase}]" if e else fmt_rate(res.med(f"{phase}_rate", k))
+            v = res.med(f"{phase}_rate", k)
+            return missing(phase, k) if v is None else fmt_rate(v) + note(phase, k)
 
         return f
 
@@ -284,33 +289,31 @@ def render(cfg, adapters, skipped, labels, res, meta):
         def f(k):
             v, label = best_variant(res, f"{phase}_rate", labels[k])
             if v is None:
-                errs = [err(phase, lab) for lab, _ in labels[k] if err(phase, lab)]
-                return f"failed[^{k}-{phase}]" if errs else "–"
+                return missing(phase, k)
             s = fmt_rate(v)
             if len(labels[k]) > 1:
                 a = next(x for x in adapters if x.key == k)
                 var = dict(labels[k])[label]
                 s += f" ({a.variant_label(var)})"
-            return s
+            return s + note(phase, k)
 
         return f
 
     def pair_cell(p1, p2, d=1, phase=None):
         def f(k):
-            if phase and err(phase, k):
-                return f"failed[^{k}-{phase}]"
-            return f"{fmt_f(res.med(p1, k), d)} / {fmt_f(res.med(p2, k), d)}"
+            a, b = res.med(p1, k), res.med(p2, k)
+            if a is None and b is None:
+                return missing(phase, k)
+            return f"{fmt_f(a, d)} / {fmt_f(b, d)}" + note(phase, k)
 
         return f
 
     def total_cell(k):
-        if err("count", k):
-            return f"failed[^{k}-count]"
         c = [res.med(f"count_{x}", k) for x in ("enq_client", "proc_client")]
         s = [res.med(f"count_{x}", k) for x in ("enq_server", "proc_server")]
         if None in c or None in s:
-            return "–"
-        return f"{sum(c):.1f} / {sum(s):.1f}"
+            return missing("count", k)
+        return f"{sum(c):.1f} / {sum(s):.1f}" + note("count", k)
 
     rows = [
         ("1. Enqueue, one by one (jobs/s)", rate_cell("enq1")),
@@ -326,7 +329,10 @@ def render(cfg, adapters, skipped, labels, res, meta):
             pair_cell("count_proc_client", "count_proc_server", phase="count"),
         ),
         ("3. Commands/job, total: client / server", total_cell),
-        ("4. Pick-up latency, idle worker: p50 / p99 (ms)", pair_cell("lat_p50", "lat_p99", 2)),
+        (
+            "4. Pick-up latency, idle worker: p50 / p99 (ms)",
+            pair_cell("lat_p50", "lat_p99", 2, phase="lat"),
+        ),
     ]
 
     out = []
@@ -435,12 +441,15 @@ def render(cfg, adapters, skipped, labels, res, meta):
     )
     if res.errors:
         w("")
+        w("Failures (a figure next to a note is the median of the repetitions that succeeded):")
+        w("")
+        by_note = {}
         for (phase, label), e in sorted(res.errors.items()):
             k = label.split(":")[0]
-            if phase in ("proc1", "proc2") and ":" in label:
-                w(f"[^{k}-{phase}]: {label}: {e}")
-            else:
-                w(f"[^{k}-{phase}]: {e}")
+            prefix = f"{label}: " if ":" in label else ""
+            by_note.setdefault(f"{k}-{phase}", []).append(prefix + e)
+        for key, msgs in by_note.items():
+            w(f"[^{key}]: " + "; ".join(msgs))
     w("")
     return "\n".join(out)
 
