@@ -239,6 +239,7 @@ def cluster_with_replica(tmp_path):
         wait_until(lambda: master_id in replica.command("CLUSTER", "NODES"))
         replica.command("CLUSTER", "REPLICATE", master_id)
         wait_until(lambda: info_field(replica, "replication", "master_link_status") == "up")
+        wait_until(lambda: master.command("CLUSTER", "REPLICAS", master_id))  # it can vote
         yield master, replica
     finally:
         replica.stop()
@@ -246,7 +247,7 @@ def cluster_with_replica(tmp_path):
 
 
 def test_a_queue_keeps_working_after_a_failover(cluster_with_replica):
-    """CLUSTER FAILOVER under a live Connector: MOVED to the promoted replica, which has
+    """A failover under a live Connector: MOVED to the promoted replica, which has
     never loaded a script (scripts are not replicated): NOSCRIPT, loaded once, run."""
     master, replica = cluster_with_replica
     connector = Connector.from_url(f"redis+cluster://{master.host}:{master.port}/0")
@@ -257,7 +258,7 @@ def test_a_queue_keeps_working_after_a_failover(cluster_with_replica):
     wait_until(lambda: int(info_field(master, "replication", "master_repl_offset"))
                == int(info_field(replica, "replication", "slave_repl_offset")))  # fmt: skip
 
-    replica.command("CLUSTER", "FAILOVER")
+    replica.command("CLUSTER", "FAILOVER")  # coordinated: the master pauses, then hands over
     wait_until(lambda: info_field(replica, "replication", "role") == "master")
     wait_until(lambda: info_field(master, "replication", "role") == "slave")
     loads = connector.script_loads
