@@ -208,6 +208,11 @@ class Fleet:
 
         threading.Timer(2 * self.opts.lease, wake).start()
 
+    def write_events(self, path: Path) -> None:
+        with path.open("w") as f:
+            for moment, kind, target in self.events:
+                f.write(json.dumps({"t": moment, "fault": kind, "target": target}) + "\n")
+
     def stop(self) -> None:
         """SIGTERM everything (graceful), wait, and SIGKILL what does not exit.
 
@@ -289,11 +294,64 @@ def network_fault(proxy: FaultProxy, fleet: Fleet, rng: random.Random) -> None:
         fleet.note("lost reply", "next EVALSHA")
 
 
+@dataclass
+class Chaos:
+    """The fault schedule: each kind of fault fires at random intervals around its period."""
+
+    opts: Options
+    fleet: Fleet
+    server: EmbeddedServer
+    proxy: FaultProxy | None
+    rng: random.Random
+    due: dict[str, float] = field(default_factory=dict)
+    restarted: bool = False
+
+    def __post_init__(self) -> None:
+        self.restarted = not self.opts.restart
+        self.due = dict(self.periods())
+
+    def periods(self) -> dict[str, float]:
+        o = self.opts
+        periods = {"kill": o.kill_every, "term": o.term_every, "pause": o.pause_every}
+        if self.proxy:
+            periods["net"] = o.cut_every
+        return periods
+
+    def tick(self, now: float, done: int, restart_at: float) -> None:
+        """Fire every fault that is due; restart the server once, half-way."""
+        actions = {
+            "kill": lambda: self.fleet.kill_one(self.rng),
+            "term": lambda: self.fleet.term_one(self.rng),
+            "pause": lambda: self.fleet.pause_one(self.rng),
+            "net": lambda: network_fault(self.proxy, self.fleet, self.rng),
+        }
+        for kind, period in self.periods().items():
+            if now >= self.due[kind]:
+                actions[kind]()
+                self.due[kind] = now + self.rng.uniform(0.5, 1.5) * period
+        if not self.restarted and (done >= self.opts.jobs // 2 or now >= restart_at):
+            self.fleet.note("server restart", f"{self.server.product} pid {self.server.pid}")
+            self.server.restart(timeout=60)
+            self.restarted = True
+
+
 def finished_count(client) -> int:
     try:
         return client.zcard(f"emq:{{{QUEUE}}}:completed") + client.zcard(f"emq:{{{QUEUE}}}:dead")
     except Exception:
         return -1  # the server is restarting
+
+
+def worker_env(opts: Options, url: str, logs: Path) -> dict[str, str]:
+    """The environment of the worker and reaper processes (``bench/soak_settings.py``)."""
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "bench.soak_settings",
+        "SOAK_URL": url,
+        "SOAK_LEASE_S": str(opts.lease),
+        "SOAK_LOG_DIR": str(logs),
+        "PYTHONPATH": str(ROOT),
+    }
 
 
 def run(opts: Options) -> Audit:
@@ -307,39 +365,25 @@ def run(opts: Options) -> Audit:
     logs = opts.out / "side"
     logs.mkdir(exist_ok=True)
     proxy = FaultProxy(server.host, server.port).start() if opts.cut_every > 0 else None
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "bench.soak_settings",
-        "SOAK_URL": proxy.url if proxy else server.url,  # the driver itself goes direct
-        "SOAK_LEASE_S": str(opts.lease),
-        "SOAK_LOG_DIR": str(logs),
-        "PYTHONPATH": str(ROOT),
-    }
-    os.environ.update(
-        DJANGO_SETTINGS_MODULE=env["DJANGO_SETTINGS_MODULE"],
-        SOAK_URL=server.url,
-        SOAK_LEASE_S=env["SOAK_LEASE_S"],
-    )
+    env = worker_env(opts, proxy.url if proxy else server.url, logs)
+    # The driver (enqueue, progress, audit) talks to the server directly.
+    os.environ.update(DJANGO_SETTINGS_MODULE="bench.soak_settings", SOAK_URL=server.url)
     django.setup()
     client = redis.Redis.from_url(server.url, socket_timeout=5)
     fleet = Fleet(opts, env)
+    chaos = Chaos(opts, fleet, server, proxy, rng)
     plans: dict[str, str] = {}
     progress = [0]
-    t0 = time.monotonic()
     budget = opts.minutes * 60
     chaos_until = budget * 0.7
     print(f"soak: seed {opts.seed}, server {server.product} {server.version}, logs {opts.out}")
+    t0 = time.monotonic()
     try:
         fleet.start()
         feeder = threading.Thread(
             target=enqueue_all, args=(opts, random.Random(opts.seed + 1), plans, progress)
         )
         feeder.start()
-        next_kill = opts.kill_every
-        next_cut = opts.cut_every
-        next_term = opts.term_every
-        next_pause = opts.pause_every
-        restarted = not opts.restart
         last_report = 0.0
         while True:
             time.sleep(0.1)
@@ -351,38 +395,17 @@ def run(opts: Options) -> Audit:
                 print("soak: time budget exhausted before the queue drained")
                 break
             if now < chaos_until:
-                if now >= next_kill:
-                    fleet.kill_one(rng)
-                    next_kill = now + rng.uniform(0.5, 1.5) * opts.kill_every
-                if proxy and now >= next_cut:
-                    network_fault(proxy, fleet, rng)
-                    next_cut = now + rng.uniform(0.5, 1.5) * opts.cut_every
-                if now >= next_term:
-                    fleet.term_one(rng)
-                    next_term = now + rng.uniform(0.5, 1.5) * opts.term_every
-                if now >= next_pause:
-                    fleet.pause_one(rng)
-                    next_pause = now + rng.uniform(0.5, 1.5) * opts.pause_every
-                if not restarted and (done >= opts.jobs // 2 or now >= chaos_until / 2):
-                    fleet.note("server restart", f"{server.product} pid {server.pid}")
-                    server.restart(timeout=60)
-                    restarted = True
+                chaos.tick(now, done, restart_at=chaos_until / 2)
             if now - last_report >= 5:
                 last_report = now
-                print(
-                    f"soak: {now:6.1f}s enqueued {progress[0]:>7} finished {done:>7} "
-                    f"kills {len(fleet.killed)} terms {len(fleet.termed)} pauses {len(fleet.paused)}",
-                    flush=True,
-                )
+                print(f"soak: {now:6.1f}s enqueued {progress[0]:>7} finished {done:>7}", flush=True)
         feeder.join()
         elapsed = time.monotonic() - t0
     finally:
         fleet.stop()
         if proxy:
             proxy.close()
-    with open(opts.out / "faults.jsonl", "w") as f:
-        for moment, kind, target in fleet.events:
-            f.write(json.dumps({"t": moment, "fault": kind, "target": target}) + "\n")
+    fleet.write_events(opts.out / "faults.jsonl")
     result = audit(client, plans, logs, fleet, opts.out, elapsed)
     server.stop(cleanup=False)
     return result
