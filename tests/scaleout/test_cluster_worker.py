@@ -16,6 +16,7 @@ import redis
 
 from echomq_django.engine.jobs import NewJob
 from echomq_django.engine.keyspace import QueueKeys
+from echomq_django.engine.registry import list_workers
 from echomq_django.engine.worker import Success
 
 from .conftest import SPREAD, blocked_clients, node_of, wait_until
@@ -70,6 +71,9 @@ def test_an_idle_worker_picks_up_from_every_queue_promptly(
         latencies[queue] = ran_at - sent
     record_property("pickup_ms", {q: round(s * 1000, 1) for q, s in latencies.items()})
     assert max(latencies.values()) < PROMPT_S, latencies
+    # The worker registry (keys outside any queue slot, plain commands) works here too.
+    (info,) = list_workers(jobs.connector)
+    assert (info.id, info.queues) == (worker.worker.id, list(SPREAD))
 
     stopping = time.monotonic()
     stats = worker.stop()
