@@ -93,6 +93,23 @@ def test_idempotency_key_is_held_while_live_and_released_when_finished(jobs):
     assert len(assert_one_place(jobs)) == 4  # no duplicate was written
 
 
+def test_a_revived_dead_job_holds_its_idempotency_key_again_unless_taken(jobs):
+    """The key is held while the job is live: pending again after retry_dead is live."""
+    revived = jobs.enqueue(QUEUE, new(idempotency_key="k")).id
+    c = claim_one(jobs)
+    jobs.retry(QUEUE, c.id, c.token, error=error_json(), summary="x", give_up=True)
+    jobs.retry_dead(QUEUE, [revived])
+    again = jobs.enqueue(QUEUE, new(idempotency_key="k"))
+    assert (again.id, again.created) == (revived, False)
+
+    c = claim_one(jobs)  # dead again; this time another job takes the key meanwhile
+    jobs.retry(QUEUE, c.id, c.token, error=error_json(), summary="x", give_up=True)
+    newer = jobs.enqueue(QUEUE, new(idempotency_key="k")).id
+    jobs.retry_dead(QUEUE, [revived])
+    assert jobs.enqueue(QUEUE, new(idempotency_key="k")).id == newer  # never stolen
+    assert assert_one_place(jobs) == {revived: "pending", newer: "pending"}
+
+
 # -- claim --------------------------------------------------------------------------------
 
 

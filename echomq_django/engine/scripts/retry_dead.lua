@@ -1,7 +1,8 @@
 -- retry_dead: an operator sends dead jobs back to pending with a fresh budget.
 --
 -- The token (attempts) never goes down: the budget is renewed by setting
--- refunds = attempts, so attempts - refunds starts again from zero.
+-- refunds = attempts, so attempts - refunds starts again from zero. A revived
+-- job holds its idempotency key again (unless a job enqueued since took it).
 --
 -- KEYS[1] dead  ZSET   KEYS[2] pending  ZSET   KEYS[3] seq  STRING
 -- KEYS[4] metrics HASH KEYS[5] wake     ZSET
@@ -28,6 +29,7 @@ for _, id in ipairs(ids) do
     redis.call('HSET', jk, 'refunds', attempts)
     redis.call('HDEL', jk, 'finished_at')
     to_pending(jk, id, KEYS[2], KEYS[3], true)
+    hold_idempotency(jk, id)
     moved = moved + 1
   elseif removed == 1 and redis.call('EXISTS', jk) == 1 then
     -- in the dead set but the row says otherwise: never leave it in two places

@@ -79,6 +79,15 @@ local function release_idempotency(jk, id)
   end
 end
 
+-- A dead job revived takes its key again, unless a job enqueued since holds it
+-- (SET NX: never stolen from a live job, and no WRONGTYPE on a planted key).
+local function hold_idempotency(jk, id)
+  local digest = redis.call('HGET', jk, 'idem')
+  if digest and digest ~= '' then
+    redis.call('SET', base .. 'idem:' .. digest, id, 'NX')
+  end
+end
+
 local function used_attempts(jk)
   local row = redis.call('HMGET', jk, 'attempts', 'refunds', 'max_attempts')
   return (tonumber(row[1]) or 0) - (tonumber(row[2]) or 0), tonumber(row[3]) or 1
