@@ -185,7 +185,9 @@ class Connector:
         """Connect from ``redis://``, ``rediss://``, ``unix://`` or ``redis+cluster://``.
 
         ``options`` go to redis-py (``socket_timeout``, ``ssl_ca_certs``, ``username``,
-        ``password``, ``health_check_interval``...). Nothing is sent until first use.
+        ``password``, ``health_check_interval``...). Nothing is sent until first use,
+        except on a cluster: its client reads the slot map at once (ServerUnavailable,
+        or AccessDenied, if it cannot).
         """
         _require_host(url)
         options.setdefault("decode_responses", True)
