@@ -366,3 +366,15 @@ def test_claim_falls_back_to_the_default_lease_for_a_lease_no_enqueue_allows(job
     assert [c.id for c in claim.jobs] == [odd]
     assert row(jobs, odd)["lease_deadline"] == str(claim.now_ms + 5000)
     assert jobs.reap(QUEUE).moved == 0
+
+
+def test_finishing_a_job_survives_a_foreign_key_at_its_idempotency_key(jobs):
+    """Before, GET met WRONGTYPE after complete's moves: done, but never counted."""
+    job_id = jobs.enqueue(QUEUE, new(idempotency_key="k")).id
+    idem = QueueKeys.of(QUEUE).idempotency(row(jobs, job_id)["idem"])
+    c = jobs.claim(QUEUE, WORKER).jobs[0]
+    jobs.connector.client.delete(idem)
+    jobs.connector.client.hset(idem, "planted", "1")
+    jobs.complete(QUEUE, job_id, c.token)
+    assert jobs.stats(QUEUE).metrics["completed"] == 1
+    assert jobs.connector.client.hgetall(idem) == {"planted": "1"}  # left alone

@@ -68,12 +68,13 @@ end
 
 -- An idempotency key is held only while its job is pending, scheduled or active.
 -- The row keeps the key's digest, never a key name: the key is rebuilt from
--- `base`, so a script touches only keys of its own queue (declared keys).
+-- `base`, so a script touches only keys of its own queue (declared keys). It runs
+-- after the job's moves: pcall, so a key of another type there cannot fail them halfway.
 local function release_idempotency(jk, id)
   local digest = redis.call('HGET', jk, 'idem')
   if digest and digest ~= '' then
     local idem = base .. 'idem:' .. digest
-    if redis.call('GET', idem) == id then
+    if redis.pcall('GET', idem) == id then
       redis.call('DEL', idem)
     end
   end
