@@ -58,6 +58,9 @@ FLUSH_MAX = 200  # completions per pipelined flush
 FLUSH_AGE_S = 0.02  # a finished job waits at most this long for others to share its flush
 READ_AHEAD_BUDGET_MS = 50.0  # how long a read-ahead job may wait locally, on average
 MAX_READ_AHEAD = 500
+# A read-ahead job still waiting after this long sits behind a slow one: it is given
+# back to pending (refunded) so that another worker can run it.
+READ_AHEAD_GIVE_BACK_S = 0.25
 MAX_BACKOFF_S = 5.0  # reconnect backoff ceiling
 MAX_LEASE_MS = 7 * 24 * 3600 * 1000  # what Jobs.claim accepts
 DEFAULT_RETRY_POLICY = RetryPolicy()
@@ -114,6 +117,7 @@ class _Lease:
     claimed: Claimed
     lease_ms: int
     renewed_at: float  # monotonic time just before the call that set the current deadline
+    claimed_at: float = 0.0
     started: float = 0.0
     elapsed_ms: float = 0.0  # how long the handler ran
     finishing: bool = False  # the outcome is on its way: a refused extend means nothing
@@ -246,8 +250,9 @@ class Worker:
 
     @property
     def running(self) -> list[str]:
+        """Ids of the jobs whose task runs now (read-ahead jobs not yet started excluded)."""
         with self._lock:
-            return [lease.claimed.id for lease in self._held.values()]
+            return [lease.claimed.id for lease in self._held.values() if lease.started]
 
     # -- fetcher ----------------------------------------------------------------------
 
@@ -319,7 +324,12 @@ class Worker:
 
     def _hold(self, claimed: list[Claimed], sent: float) -> None:
         leases = [
-            _Lease(c, (c.job.lease_ms if c.job and c.job.lease_ms > 0 else self.lease_ms), sent)
+            _Lease(
+                c,
+                (c.job.lease_ms if c.job and c.job.lease_ms > 0 else self.lease_ms),
+                renewed_at=sent,
+                claimed_at=sent,
+            )
             for c in claimed
         ]
         with self._lock:
@@ -331,10 +341,19 @@ class Worker:
         self._beat_wake.set()  # a shorter lease may need an earlier renewal
 
     def _target(self) -> int:
-        """Jobs to hold at once: one per thread, plus read-ahead while jobs are short."""
+        """Jobs to hold at once: one per thread, plus read-ahead while jobs are short.
+
+        A job running now counts as long as it has run so far, so a slow job stops
+        the read-ahead at once instead of after it ends. Called with the lock held.
+        """
         if self._avg_ms is None:
             return self.concurrency
-        extra = int(self.concurrency * READ_AHEAD_BUDGET_MS / max(self._avg_ms, 0.01))
+        now = time.monotonic()
+        running_ms = max(
+            ((now - lease.started) * 1000 for lease in self._held.values() if lease.started),
+            default=0.0,
+        )
+        extra = int(self.concurrency * READ_AHEAD_BUDGET_MS / max(self._avg_ms, running_ms, 0.01))
         return self.concurrency + min(extra, MAX_READ_AHEAD)
 
     def _quota(self) -> int:
@@ -429,6 +448,12 @@ class Worker:
                 lease = self._ready.get()
             if lease is None:
                 return
+            with self._lock:  # starting and giving back (_give_back_stuck) exclude each other
+                given_back = lease.released
+                if not given_back:
+                    lease.started = time.monotonic()
+            if given_back:
+                continue
             try:
                 if self._stopping.is_set():
                     self._release(lease)
@@ -439,7 +464,6 @@ class Worker:
                 self._forget(lease)
 
     def _process(self, lease: _Lease) -> None:
-        lease.started = time.monotonic()
         outcome = self._call_handler(lease.claimed)
         elapsed_ms = lease.elapsed_ms = (time.monotonic() - lease.started) * 1000
         self._avg_ms = elapsed_ms if self._avg_ms is None else 0.8 * self._avg_ms + 0.2 * elapsed_ms
@@ -596,6 +620,7 @@ class Worker:
                 retry_soon = True
             if self._outbox and now - self._outbox_since >= FLUSH_AGE_S:
                 self._flush(patient=False)  # results of short jobs wait on no slow one
+            self._give_back_stuck(now)
             if now >= next_registry:
                 self._beat_registry()
                 next_registry = now + self.registry_interval_s
@@ -651,6 +676,27 @@ class Worker:
                 due.append(self._outbox_since + FLUSH_AGE_S)
         return max(0.005, min([next_registry, now + 1.0, *due]) - now)
 
+    def _give_back_stuck(self, now: float) -> None:
+        """Release read-ahead jobs stuck behind a slow one, so another worker runs them.
+
+        Read-ahead is sized by the average duration, which cannot know that the
+        next job is slow; without this, short jobs would sit leased here, unrun,
+        for as long as the slow one takes.
+        """
+        with self._lock:
+            stuck = [
+                lease
+                for lease in self._held.values()
+                if not (lease.started or lease.released or self._stopping.is_set())
+                and now - lease.claimed_at > READ_AHEAD_GIVE_BACK_S
+            ]
+            for lease in stuck:
+                lease.released = True  # an executor that picks it up skips it
+        if stuck:
+            logger.info("giving back %d job(s) waiting behind a slow one", len(stuck))
+        for lease in stuck:
+            self._release(lease)
+
     def _beat_registry(self) -> None:
         info = WorkerInfo(
             id=self.id,
@@ -689,7 +735,7 @@ class Worker:
                 lease = self._ready.get_nowait()
             except queue_module.Empty:
                 return
-            if lease is not None:
+            if lease is not None and not lease.released:
                 self._release(lease)
 
     def _drain(self) -> bool:
@@ -848,11 +894,17 @@ class _QueueWaiters:
             except Exception as exc:  # this thread is the queue's wake-up: it must not die
                 if self._closed.is_set():
                     break
-                # Down, failed over, resharded: reconnect after a while; meanwhile the
-                # fetcher's own timeout still ends its waits, so the queue is not stuck.
                 logger.debug("blocking wait on %s failed (%s); retrying", key, exc)
                 self._drop(key)
-                self._closed.wait(self._socket_timeout)
+                if isinstance(exc, redis.exceptions.MovedError):
+                    # Resharded or failed over: the server ended the read naming the new
+                    # owner. Learn it and block there (after a breath: never spin).
+                    self._client.nodes_manager.move_slot(exc)
+                    self._closed.wait(0.05)
+                else:
+                    # Down: reconnect after a while; meanwhile the fetcher's own timeout
+                    # still ends its waits, so the queue is not stuck.
+                    self._closed.wait(self._socket_timeout)
         self._drop(key)
 
     def _drop(self, key: str) -> None:

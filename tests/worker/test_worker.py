@@ -359,3 +359,31 @@ def test_a_silent_connection_never_wedges_the_worker(jobs, server, start_worker)
         rw.stats()
     finally:
         proxy.close()
+
+
+def test_short_jobs_held_behind_a_slow_one_are_given_back(jobs, start_worker):
+    """Read-ahead must not strand short jobs while one slow job occupies the only thread."""
+    enqueue(jobs, n=200)  # warm-up: the average duration becomes tiny, read-ahead large
+    (slow,) = enqueue(jobs)
+    behind = enqueue(jobs, n=30)
+    release_slow = threading.Event()
+
+    def handler(claimed):
+        if claimed.id == slow:
+            release_slow.wait(10)
+        return Success("null")
+
+    first = start_worker(handler, concurrency=1)
+    wait_until(lambda: jobs.get("q", slow).state == "active" and slow in first.worker.running)
+    second = start_worker(handler, concurrency=1, name="second")
+    # The jobs behind the slow one finish on the second worker while the slow one runs.
+    wait_until(lambda: all(jobs.get("q", j).state == "completed" for j in behind), timeout=5)
+    assert jobs.get("q", slow).state == "active"
+    assert first.worker.running == [slow]  # read-ahead is not reported as running
+    release_slow.set()
+    wait_until(lambda: jobs.get("q", slow).state == "completed")
+    given_back = [jobs.get("q", j) for j in behind if jobs.get("q", j).refunds]
+    assert given_back, "the first worker held none of them: the test proves nothing"
+    assert all(j.attempts - j.refunds == 1 for j in given_back)  # the give-back is refunded
+    first.worker.stop()
+    second.worker.stop()
