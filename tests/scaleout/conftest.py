@@ -36,6 +36,25 @@ def node_of(cluster: EmbeddedCluster, queue: str) -> EmbeddedServer:
     raise LookupError(f"slot {slot} is not served")
 
 
+def migrate_keys(source: EmbeddedServer, target: EmbeddedServer, slot: int) -> int:
+    """MIGRATE every key of ``slot`` from ``source`` to ``target``; how many were moved."""
+    moved = 0
+    while keys := source.command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+        source.command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
+        moved += len(keys)
+    return moved
+
+
+def move_slot(source: EmbeddedServer, target: EmbeddedServer, slot: int) -> None:
+    """The whole resharding of one slot between the two masters of a 2-master cluster."""
+    source_id, target_id = (n.command("CLUSTER", "MYID") for n in (source, target))
+    target.command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+    source.command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+    migrate_keys(source, target, slot)
+    for node in (target, source):
+        node.command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
+
 def blocked_clients(node: EmbeddedServer) -> int:
     info = node.command("INFO", "clients")
     return int(next(line for line in info.splitlines() if line.startswith("blocked_clients:"))[16:])

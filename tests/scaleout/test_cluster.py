@@ -20,7 +20,7 @@ from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys, new_job_id
 from tests import servers
 
-from .conftest import SPREAD, node_of, slot_of, wait_until
+from .conftest import SPREAD, migrate_keys, node_of, slot_of, wait_until
 
 # -- no CROSSSLOT by construction ---------------------------------------------------------
 
@@ -152,15 +152,6 @@ def own_cluster():
     cluster = servers.start_valkey_cluster(2)
     yield cluster
     cluster.stop()
-
-
-def migrate_keys(source, target, slot: int) -> int:
-    """MIGRATE every key of ``slot`` from ``source`` to ``target``; how many were moved."""
-    moved = 0
-    while keys := source.command("CLUSTER", "GETKEYSINSLOT", slot, 100):
-        source.command("MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys)
-        moved += len(keys)
-    return moved
 
 
 def test_a_queue_keeps_working_while_its_slot_moves_to_another_node(own_cluster):

@@ -14,12 +14,22 @@ import time
 import pytest
 import redis
 
-from echomq_django.engine.jobs import NewJob
+from echomq_django.engine.connector import Connector
+from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.registry import list_workers
-from echomq_django.engine.worker import Success
+from echomq_django.engine.worker import Success, Worker
+from tests import servers
 
-from .conftest import SPREAD, blocked_clients, node_of, wait_until
+from .conftest import (
+    SPREAD,
+    RunningWorker,
+    blocked_clients,
+    move_slot,
+    node_of,
+    slot_of,
+    wait_until,
+)
 
 IDLE_BLOCK_S = 5.0
 PROMPT_S = 0.5
@@ -41,6 +51,31 @@ class Recorder:
 
     def wait_for(self, job_id: str, timeout: float = 10.0) -> tuple[float, str]:
         return wait_until(lambda: self.ran.get(job_id), timeout)
+
+
+@pytest.fixture
+def two_masters():
+    """A 2-master cluster of this test's own: resharding changes its slot map."""
+    cluster = servers.start_valkey_cluster(2)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def start_worker_on():
+    """start_worker_on(cluster, queues) -> (Jobs, Recorder); the worker stops at teardown."""
+    started = []
+
+    def start(cluster, queues):
+        node = cluster.nodes[0]
+        jobs = Jobs(Connector.from_url(f"redis+cluster://{node.host}:{node.port}/0"))
+        recorder = Recorder()
+        started.append(RunningWorker(Worker(jobs, queues, recorder, idle_block_s=30)))
+        return jobs, recorder
+
+    yield start
+    for running in started:
+        running.stop()
 
 
 def test_the_queues_spread_over_the_three_masters(valkey_cluster):
@@ -103,3 +138,19 @@ def test_a_busy_worker_gives_a_wake_up_back_to_an_idle_one(valkey_cluster, jobs,
     assert holder == "idle"
     assert ran_at - sent < PROMPT_S
     assert jobs.get(first, slow).state == "active"  # picked up while "busy" was still busy
+
+
+def test_an_idle_worker_follows_its_queue_to_another_node(start_worker_on, two_masters):
+    """Resharding moves a queue's slot while the worker waits on it: the server ends the
+    blocked read (MOVED), the waiter learns the new owner and blocks there."""
+    source, target = two_masters.nodes
+    queue = "emails"  # slot 3728: the first master's
+    jobs, recorder = start_worker_on(two_masters, [queue, "billing"])
+    wait_until(lambda: blocked_clients(source) == 1 and blocked_clients(target) == 1)
+
+    move_slot(source, target, slot_of(queue))
+    wait_until(lambda: blocked_clients(target) == 2, timeout=3)  # long before idle_block_s
+    sent = time.monotonic()
+    job_id = jobs.enqueue(queue, NewJob(payload="{}")).id
+    ran_at, _ = recorder.wait_for(job_id)
+    assert ran_at - sent < PROMPT_S
