@@ -150,7 +150,7 @@ def audit(client, plans: dict[str, str], side: Path, fleet, out: Path, elapsed: 
     ]
     a.add("SIGTERMed workers that did not stop cleanly", len(unclean), not unclean)
     a.add(
-        "refunds (claims released at graceful shutdown)",
+        "refunds (unstarted claims released: graceful stop, read-ahead given back)",
         sum(int(r["refunds"] or 0) for r in rows.values()),
     )
     a.add("faults: server restarts (AOF)", kinds["server restart"])
@@ -197,7 +197,7 @@ def _audit_executions(a: Audit, rows, runs, fleet) -> None:
     executions = sum(run["starts"] for run in runs.values())
     a.add("executions (side logs)", executions)
     a.add(
-        "claims that never reached the task (read-ahead of a killed, paused or stopped worker)",
+        "claims that never reached the task (read-ahead released, or held by a faulted worker)",
         sum(int(r["attempts"] or 0) for r in rows.values()) - executions,
     )
     ran = {job for job, _ in runs}
@@ -210,7 +210,7 @@ def _audit_executions(a: Audit, rows, runs, fleet) -> None:
         by_job[jid][token] = run
     for jid, job_runs in by_job.items():
         row = rows.get(jid)
-        endings = claim_endings(row, job_runs, fleet) if row else None
+        endings = claim_endings(row, job_runs) if row else None
         for token, run in job_runs.items():
             reason = _explain(endings, token, run, fleet) if endings else ""
             if reason:
@@ -240,36 +240,34 @@ def _audit_executions(a: Audit, rows, runs, fleet) -> None:
     a.add("successful executions whose complete was refused or never sent", len(zombies))
 
 
-def claim_endings(row, runs: dict[int, dict[str, Any]], fleet) -> dict[int, str] | None:
+def claim_endings(row, runs: dict[int, dict[str, Any]]) -> dict[int, str] | None:
     """How each claim (token) of a job ended: an error class, "refund" or "final".
 
-    Claims end in token order, each with an error appended, a refund (a release
-    at graceful shutdown) or, for the last of a completed job, success. Refunds
-    are placed on the claims of SIGTERMed workers (``worker_ids[t-1]``, from the
-    row) that did not finish an execution; the other claims take the errors in
-    order. None when the counts do not fit (nothing can be said per claim).
+    Claims end in token order: the last claim of a completed job with success,
+    every other one with an error appended to the row (``errors`` keeps their
+    order) or with a refund (a release of a claim whose task never started: at
+    a graceful stop, or a read-ahead job given back). A claim whose task never
+    ran ended with a refund or ``LeaseExpired``; the search finds the placement
+    of the refunds that makes the row's errors fit. None when none does.
     """
     attempts, refunds = int(row["attempts"] or 0), int(row["refunds"] or 0)
-    classes = _error_classes(row["errors"])
-    workers = (row["worker_ids"] or "").split("\n")
+    errors = _error_classes(row["errors"])
     final = attempts if row["state"] == "completed" else None
     tokens = [t for t in range(1, attempts + 1) if t != final]
-    refunded = [
-        t
-        for t in tokens
-        if t <= len(workers)
-        and workers[t - 1] in fleet.termed
-        and (t not in runs or runs[t]["end"] is None)
-    ]
-    if len(refunded) != refunds:
-        if refunds:
-            return None
-        refunded = []
-    others = [t for t in tokens if t not in refunded]
-    if len(others) != len(classes):
+
+    def place(i: int, e: int, r: int) -> dict[int, str] | None:
+        if i == len(tokens):
+            return {} if (e, r) == (len(errors), 0) else None
+        t, ran = tokens[i], tokens[i] in runs
+        if not ran and r and (rest := place(i + 1, e, r - 1)) is not None:
+            return {t: "refund", **rest}
+        fits = e < len(errors) and (ran or errors[e] == LEASE_EXPIRED)
+        if fits and (rest := place(i + 1, e + 1, r)) is not None:
+            return {t: errors[e], **rest}
         return None
-    endings = dict.fromkeys(refunded, "refund") | dict(zip(others, classes))
-    if final:
+
+    endings = place(0, 0, refunds)
+    if endings is not None and final:
         endings[final] = "final"
     return endings
 
@@ -279,8 +277,6 @@ def _explain(endings: dict[int, str], token: int, run, fleet) -> str:
     ended = endings.get(token, "")
     if ended == "final":
         return "final, completed"
-    if ended == "refund":
-        return "released at graceful shutdown (SIGTERM), refunded"
     if ended == TASK_FAILURE and run["end"] == "fail":
         return "ended by a task failure (retried, or dead)"
     if ended == LEASE_EXPIRED:
