@@ -219,11 +219,14 @@ class EchoMQBackend(BaseTaskBackend):
     # -- validation -----------------------------------------------------------------
 
     def validate_task(self, task: Task) -> None:
-        """Django's checks, plus a valid engine queue name and valid job options."""
+        """Django's checks, plus a valid engine queue name, job options and idempotency key."""
         super().validate_task(task)
+        key = getattr(task, "idempotency_key", None)
         try:
             validate_queue_name(task.queue_name)
             self.options_for(task)
+            if key is not None:  # refused by using(), not later by the engine at enqueue
+                NewJob(payload="", idempotency_key=key).validate()
         except ValueError as exc:
             raise InvalidTask(str(exc)) from exc
 

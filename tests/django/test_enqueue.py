@@ -121,6 +121,7 @@ def test_deferred_task_is_scheduled_at_its_run_after(echomq, jobs):
         (lambda: tasks.echo.using(queue_name="nope").enqueue(), InvalidTask, "Queue 'nope'"),
         (lambda: tasks.echo.using(priority=101).enqueue(), InvalidTask, "priority"),
         (lambda: tasks.echo.using(run_after=datetime(2099, 1, 1)).enqueue(), InvalidTask, "aware"),
+        (lambda: tasks.echo.using(idempotency_key="").enqueue(), InvalidTask, "idempotency_key"),
     ],
     ids=[
         "set",
@@ -130,6 +131,7 @@ def test_deferred_task_is_scheduled_at_its_run_after(echomq, jobs):
         "unknown-queue",
         "priority",
         "naive-run_after",
+        "empty-idempotency-key",
     ],
 )
 def test_bad_enqueue_raises_a_clear_error_and_writes_nothing(echomq, make, error, message):
