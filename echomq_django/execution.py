@@ -14,10 +14,11 @@ worker keeps going). What it does, in order:
    or a coroutine through ``async_to_sync``; ``TaskContext`` first when
    ``takes_context``).
 4. A JSON return value is ``Success``. A raised exception, or a return value with
-   no JSON form, is ``Failure`` with ``{"exception_class_path", "traceback"}``.
+   no JSON form or over ``MAX_PAYLOAD`` as JSON (the row keeps it for its
+   retention), is ``Failure`` with ``{"exception_class_path", "traceback"}``.
    ``task_finished`` is sent when the task is finished: on success, and on the
-   failure that ends it (the last attempt, or a non-JSON return value, which is
-   not retried: the task ran to the end and would again). It is sent inside the
+   failure that ends it (the last attempt, or a return value that cannot be
+   stored, which is not retried: the task ran to the end and would again). It is sent inside the
    ``except`` block, as Django's backends do, so the framework's logger records
    the traceback. A failed attempt that will be retried is logged as a warning.
 
@@ -41,6 +42,7 @@ from typing import Any
 from django.db import close_old_connections
 from django.utils import timezone
 
+from . import conf
 from .backends import EchoMQBackend
 from .compat import (
     TaskContext,
@@ -62,6 +64,10 @@ logger = logging.getLogger("echomq.execution")
 
 class NonJSONReturnValue(TypeError):
     """The task returned a value that cannot be stored as JSON: the task fails."""
+
+
+class ReturnValueTooLarge(ValueError):
+    """The task's return value is bigger as JSON than MAX_PAYLOAD: the task fails."""
 
 
 def execute(claimed: Claimed) -> Outcome:
@@ -114,9 +120,9 @@ def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
         args = (
             [TaskContext(task_result=result), *result.args] if task.takes_context else result.args
         )
-        value = to_json(task.call(*args, **result.kwargs))
+        value = to_json(task.call(*args, **result.kwargs), conf.get_jobs().max_payload)
     except BaseException as exc:
-        retry = not isinstance(exc, NonJSONReturnValue)
+        retry = not isinstance(exc, (NonJSONReturnValue, ReturnValueTooLarge))
         if not retry or job.counted_attempts >= job.max_attempts:
             result.errors.append(task_error(exc))
             finish(sender, result, TaskResultStatus.FAILED)  # inside except: exc_info is set
@@ -135,13 +141,20 @@ def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
     return Success(value)
 
 
-def to_json(value: Any) -> str:
+def to_json(value: Any, limit: int) -> str:
+    """The return value as the row stores it; a typed error when it cannot be stored."""
     try:
-        return json.dumps(normalize_json(value), separators=(",", ":"), allow_nan=False)
+        text = json.dumps(normalize_json(value), separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise NonJSONReturnValue(
             f"the return value ({type(value).__name__}) cannot be stored as JSON: {exc}"
         ) from exc
+    if len(text) > limit:  # ASCII (json.dumps escapes the rest): characters are bytes
+        raise ReturnValueTooLarge(
+            f"the return value is {len(text)} bytes as JSON, over the limit of {limit} "
+            "(settings.ECHOMQ['MAX_PAYLOAD'])"
+        )
+    return text
 
 
 def finish(sender: type, result: TaskResult, status: TaskResultStatus) -> None:

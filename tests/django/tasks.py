@@ -62,3 +62,8 @@ def tuned(fails=False):
 @task(enqueue_on_commit=False)
 def urgent():
     """Sent at once even when the backend enqueues on commit."""
+
+
+@task
+def repeat(text, times):
+    return text * times

@@ -192,6 +192,19 @@ def test_non_json_return_value_is_not_retried(jobs):
     assert result.id == claimed.id
 
 
+def test_a_return_value_over_the_payload_limit_fails_and_is_not_retried(jobs, monkeypatch):
+    """Unbounded, a result bloated the server for its retention; past the server's bulk limit
+    every complete was refused and the worker's patient flush re-sent it for ever."""
+    tasks.repeat.enqueue("x", 2000)
+    monkeypatch.setattr(jobs, "max_payload", 1000)
+    outcome = execute(jobs.claim("default", "w1").jobs[0])
+    assert isinstance(outcome, Failure) and outcome.retry is False
+    assert "1000" in outcome.summary
+    assert json.loads(outcome.error)["exception_class_path"].endswith("ReturnValueTooLarge")
+    tasks.repeat.enqueue("x", 900)
+    assert execute(jobs.claim("default", "w1").jobs[0]) == Success(json.dumps("x" * 900))
+
+
 def test_retry_backoff_per_task_and_per_backend(jobs):
     tasks.tuned.enqueue(fails=True)  # retry_backoff=0.25
     tasks.add.enqueue(1, None)  # the backend's RETRY_BACKOFF: 0
