@@ -20,6 +20,7 @@ from echomq_django.engine.errors import (
     InvalidQueueName,
     InvalidWorkerId,
     PayloadTooLarge,
+    ScriptError,
 )
 from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
@@ -378,3 +379,10 @@ def test_finishing_a_job_survives_a_foreign_key_at_its_idempotency_key(jobs):
     jobs.complete(QUEUE, job_id, c.token)
     assert jobs.stats(QUEUE).metrics["completed"] == 1
     assert jobs.connector.client.hgetall(idem) == {"planted": "1"}  # left alone
+
+
+def test_enqueue_over_a_corrupt_sequence_writes_nothing(jobs):
+    """The sequence is taken before the first write: the script fails whole, not halfway."""
+    enqueue_n(jobs, 1)
+    jobs.connector.client.set(QueueKeys.of(QUEUE).seq, "not a number")
+    refused(jobs, lambda: jobs.enqueue(QUEUE, new(idempotency_key="k")), ScriptError)

@@ -31,9 +31,14 @@ if idem then
       return {holder, state, 0, redis.call('HGET', row_key(holder), 'enqueued_at') or ''}
     end
   end
-  redis.call('SET', idem, id)
 end
 
+-- The sequence first: if INCR fails (a corrupt counter), it fails before any write,
+-- never after the row (a row in no place). A scheduled job leaves a gap: harmless.
+local seq = redis.call('INCR', KEYS[3])
+if idem then
+  redis.call('SET', idem, id)
+end
 local due = tonumber(ARGV[7]) or 0
 local state = 'pending'
 redis.call('HSET', jk,
@@ -46,7 +51,6 @@ if due > now_ms then
   redis.call('ZADD', KEYS[2], fmt(due), id)
   redis.call('HSET', jk, 'state', state, 'due_ms', fmt(due))
 else
-  local seq = redis.call('INCR', KEYS[3])
   redis.call('ZADD', KEYS[1], fmt(pending_score(ARGV[4], seq)), id)
   redis.call('HSET', jk, 'state', state, 'seq', fmt(seq))
 end
