@@ -100,11 +100,23 @@ class Reaper:
         )
 
     def tick(self) -> list[QueueSweep]:
-        """Sweep every queue once, logging the queues where something moved."""
-        sweeps = [self.sweep(q) for q in self.queues_to_sweep()]
-        for sweep in sweeps:
+        """Sweep every queue once, logging the queues where something moved.
+
+        One queue's failure (a corrupt key, a script error) is logged and the
+        other queues are still swept; a lost server stops the tick (ServerUnavailable).
+        """
+        sweeps = []
+        for queue in self.queues_to_sweep():
+            try:
+                sweep = self.sweep(queue)
+            except ServerUnavailable:
+                raise
+            except EchoMQError:
+                logger.exception("sweeping queue %s failed; the other queues go on", queue)
+                continue
             if sweep.moved:
                 logger.info("%s", sweep.describe())
+            sweeps.append(sweep)
         return sweeps
 
     def run(self, *, once: bool = False) -> None:

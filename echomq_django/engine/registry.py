@@ -102,11 +102,14 @@ def list_workers(connector: Connector) -> list[WorkerInfo]:
         pipe = client.pipeline(transaction=False)
         for worker_id in valid:
             pipe.hgetall(worker_key(worker_id))
-        rows = pipe.execute() if valid else []
+        rows = pipe.execute(raise_on_error=False) if valid else []
     except Exception as exc:
         raise translate_error(exc) from exc
     workers, gone = [], [i for i in ids if not _is_worker_id(i)]
     for worker_id, fields in zip(valid, rows):
+        if isinstance(fields, Exception):  # e.g. WRONGTYPE: one bad entry must not hide the rest
+            logger.warning("skipping an unreadable worker entry %s: %s", worker_id, fields)
+            continue
         if not fields:
             gone.append(worker_id)
             continue

@@ -11,6 +11,8 @@ import math
 import random
 from dataclasses import dataclass
 
+from .jobs import MAX_DELAY_MS
+
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
@@ -28,8 +30,14 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if isinstance(self.base_ms, bool) or not isinstance(self.base_ms, int) or self.base_ms < 0:
             raise ValueError(f"base_ms must be an integer >= 0, not {self.base_ms!r}")
-        if isinstance(self.max_ms, bool) or not isinstance(self.max_ms, int) or self.max_ms < 0:
-            raise ValueError(f"max_ms must be an integer >= 0, not {self.max_ms!r}")
+        if (
+            isinstance(self.max_ms, bool)
+            or not isinstance(self.max_ms, int)
+            or not 0 <= self.max_ms <= MAX_DELAY_MS
+        ):
+            raise ValueError(
+                f"max_ms must be an integer from 0 to {MAX_DELAY_MS}, not {self.max_ms!r}"
+            )
         if not isinstance(self.factor, (int, float)) or self.factor < 1:
             raise ValueError(f"factor must be a number >= 1, not {self.factor!r}")
         if not isinstance(self.jitter, (int, float)) or not 0 <= self.jitter <= 1:

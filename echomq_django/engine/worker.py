@@ -45,7 +45,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from .errors import EchoMQError, ServerUnavailable, StaleToken
-from .jobs import DEFAULT_LEASE_MS, Claimed, Jobs
+from .jobs import DEFAULT_LEASE_MS, Claim, Claimed, Jobs
 from .keyspace import QueueKeys, validate_worker_id
 from .registry import WorkerInfo
 from .registry import heartbeat as registry_heartbeat
@@ -319,18 +319,13 @@ class Worker:
                     next_due = (delta, name)
             if claim.jobs:
                 got += len(claim.jobs)
-                self._hold(claim.jobs, sent)
+                self._hold(claim, sent)
         return got, next_due
 
-    def _hold(self, claimed: list[Claimed], sent: float) -> None:
+    def _hold(self, claim: Claim, sent: float) -> None:
         leases = [
-            _Lease(
-                c,
-                (c.job.lease_ms if c.job and c.job.lease_ms > 0 else self.lease_ms),
-                renewed_at=sent,
-                claimed_at=sent,
-            )
-            for c in claimed
+            _Lease(c, self._granted_lease_ms(claim, c), renewed_at=sent, claimed_at=sent)
+            for c in claim.jobs
         ]
         with self._lock:
             for lease in leases:
@@ -339,6 +334,13 @@ class Worker:
         for lease in leases:
             self._ready.put(lease)
         self._beat_wake.set()  # a shorter lease may need an earlier renewal
+
+    def _granted_lease_ms(self, claim: Claim, claimed: Claimed) -> int:
+        """The lease the claim script granted (it falls back to ours for a bad row value)."""
+        deadline = claimed.job.lease_deadline if claimed.job else None
+        if deadline is None or deadline <= claim.now_ms:
+            return self.lease_ms
+        return deadline - claim.now_ms
 
     def _target(self) -> int:
         """Jobs to hold at once: one per thread, plus read-ahead while jobs are short.

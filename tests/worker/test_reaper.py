@@ -113,3 +113,12 @@ def test_two_reapers_racing_move_each_expired_job_exactly_once(jobs):
     counts = jobs.stats("q").counts
     assert (counts["pending"], counts["active"]) == (600, 0)
     assert jobs.stats("q").metrics["reaped"] == 600
+
+
+def test_a_corrupt_queue_does_not_stop_the_sweep_of_the_others(jobs, redis_client):
+    jobs.register_queue("broken")
+    redis_client.set("emq:{broken}:active", "not a sorted set")  # planted corruption
+    (expired,) = expire_lease(jobs, "q")
+    sweeps = Reaper(jobs, ["broken", "q"], discover=False).tick()
+    assert [s.queue for s in sweeps] == ["q"]
+    assert jobs.get("q", expired).state == "pending"

@@ -387,3 +387,13 @@ def test_short_jobs_held_behind_a_slow_one_are_given_back(jobs, start_worker):
     assert all(j.attempts - j.refunds == 1 for j in given_back)  # the give-back is refunded
     first.worker.stop()
     second.worker.stop()
+
+
+def test_an_unreadable_registry_entry_does_not_hide_the_other_workers(jobs, redis_client):
+    now = time.time()
+    for worker_id in ("good:1", "bad:2"):
+        info = registry.WorkerInfo(worker_id, "h", 1, ["q"], 1, [], now, now)
+        registry.heartbeat(jobs.connector, info, ttl_s=30)
+    redis_client.delete("emq:worker:bad:2")
+    redis_client.set("emq:worker:bad:2", "planted")  # not a hash
+    assert [w.id for w in registry.list_workers(jobs.connector)] == ["good:1"]
