@@ -243,12 +243,33 @@ class EchoMQBackend(BaseTaskBackend):
 
     def enqueue(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> TaskResult:
         """Validate everything, then store the job (now, or when the transaction commits)."""
+        return self.enqueue_many(task, [(args, kwargs)])[0]
+
+    def enqueue_many(
+        self, task: Task, arguments: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]
+    ) -> list[TaskResult]:
+        """Enqueue one job of ``task`` per ``(args, kwargs)``, in one pipelined round trip.
+
+        Every job is validated before anything is sent; each is still its own
+        script call (atomic alone, not as a group). With ENQUEUE_ON_COMMIT inside
+        an atomic block they are sent together when the transaction commits.
+        """
         self.ensure_configured()
         self.validate_task(task)
+        prepared = [self.prepare(task, args, kwargs) for args, kwargs in arguments]
+        if self.sends_on_commit(task):
+            # Outside an atomic block this runs at once; inside, after the outermost commit.
+            transaction.on_commit(partial(self.store, prepared))
+            return [result for _, result in prepared]
+        return self.store(prepared)
+
+    def prepare(
+        self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> tuple[NewJob, TaskResult]:
+        """The job to send and the READY result to hand back (raises on a bad argument)."""
         args, kwargs = encode_arguments(args, kwargs)
         job = self.new_job(task, args, kwargs)
-        jobs = conf.get_jobs()
-        job.validate(jobs.max_payload)
+        job.validate(conf.get_jobs().max_payload)
         result = TaskResult(
             task=task,
             id=job.id,
@@ -263,11 +284,7 @@ class EchoMQBackend(BaseTaskBackend):
             errors=[],
             worker_ids=[],
         )
-        if self.sends_on_commit(task):
-            # Outside an atomic block this runs at once; inside, after the outermost commit.
-            transaction.on_commit(partial(self.store, job, result))
-            return result
-        return self.store(job, result)
+        return job, result
 
     def new_job(self, task: Task, args: list[Any], kwargs: dict[str, Any]) -> NewJob:
         payload = Payload(
@@ -289,23 +306,31 @@ class EchoMQBackend(BaseTaskBackend):
             **self.options_for(task).new_job_fields(),
         )
 
-    def store(self, job: NewJob, result: TaskResult) -> TaskResult:
-        """One script call; ``task_enqueued`` once the job is stored.
+    def store(self, prepared: Sequence[tuple[NewJob, TaskResult]]) -> list[TaskResult]:
+        """Send the jobs (one script call each, one round trip); ``task_enqueued`` per job stored.
 
         When an idempotency key is held by an earlier job, nothing is stored and
-        ``result`` becomes that job's result (no signal: nothing was enqueued). It
+        the result becomes that job's result (no signal: nothing was enqueued). It
         is updated in place: on commit, the caller holds it already, and must not
         keep an id that was never stored.
         """
-        stored = conf.get_jobs().enqueue(result.task.queue_name, job)
-        if not stored.created:
-            earlier = self.read(result.task.queue_name, stored.id)
-            for f in fields(earlier):
-                object.__setattr__(result, f.name, getattr(earlier, f.name))
-            return result
-        object.__setattr__(result, "enqueued_at", from_server_us(stored.enqueued_at))
-        task_enqueued.send(type(self), task_result=result)
-        return result
+        if not prepared:
+            return []
+        queue = prepared[0][1].task.queue_name
+        jobs = conf.get_jobs()
+        if len(prepared) == 1:  # a plain EVALSHA: no pipeline to build for one call
+            replies = [jobs.enqueue(queue, prepared[0][0])]
+        else:
+            replies = jobs.enqueue_many(queue, [job for job, _ in prepared])
+        for (_, result), stored in zip(prepared, replies):
+            if not stored.created:
+                earlier = self.read(queue, stored.id)
+                for f in fields(earlier):
+                    object.__setattr__(result, f.name, getattr(earlier, f.name))
+                continue
+            object.__setattr__(result, "enqueued_at", from_server_us(stored.enqueued_at))
+            task_enqueued.send(type(self), task_result=result)
+        return [result for _, result in prepared]
 
     # -- results --------------------------------------------------------------------
 

@@ -409,3 +409,26 @@ def test_an_expired_result_does_not_exist(echomq, jobs):
     jobs.trim("default", "completed")
     with pytest.raises(TaskResultDoesNotExist):
         short.get_result(result.id)
+
+
+def test_enqueue_many_validates_all_then_sends_one_pipeline(echomq, jobs, redis_client):
+    from echomq_django.compat import task_enqueued
+
+    backend = tasks.add.get_backend()
+    with pytest.raises(TypeError, match="set"):
+        backend.enqueue_many(tasks.add, [((1, 2), {}), (({1},), {})])
+    assert redis_client.dbsize() == 0  # the good one was not sent either
+    seen = []
+
+    def record(sender, task_result, **kwargs):
+        seen.append(task_result.id)
+
+    task_enqueued.connect(record)
+    try:
+        results = backend.enqueue_many(tasks.add, [((i, i), {}) for i in range(50)])
+    finally:
+        task_enqueued.disconnect(record)
+    assert [r.id for r in results] == seen and len(set(seen)) == 50
+    assert all(r.enqueued_at is not None for r in results)
+    assert jobs.stats("default").counts["pending"] == 50
+    assert tasks.add.get_result(results[7].id).args == [7, 7]
