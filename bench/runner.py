@@ -72,7 +72,7 @@ class Results:
 
 
 def log(msg):
-    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+    print(f"[bench {time.strftime('%H:%M:%S', time.gmtime())}Z] {msg}", file=sys.stderr, flush=True)
 
 
 # -- the measurements ------------------------------------------------------------
@@ -408,7 +408,8 @@ def render(cfg, adapters, skipped, labels, res, meta):
         "which the harness waits for. Rate = jobs not yet done when the last process started "
         "its first task / (N-th task end − that start): interpreter start-up and imports are "
         "excluded for every library alike, and a second process that starts late does not "
-        "count against the pair. The INCR is the same single command for every library and "
+        "count against the pair (if a process never gets a job, the clock starts at the "
+        "first task). The INCR is the same single command for every library and "
         "is subtracted from the counts of item 3."
     )
     w(
@@ -418,7 +419,7 @@ def render(cfg, adapters, skipped, labels, res, meta):
         "the library's own housekeeping: heartbeats, idle polls, start-up, amortised over N); "
         "client = server − the commands MONITOR shows as run from Lua (`[0 lua]`), i.e. "
         "commands sent over the wire (a pipelined command counts as one command). The "
-        "probe's own commands (one INCRBY per job, four per run) and the harness's are subtracted."
+        "probe's own commands (one INCRBY per job, five per run) and the harness's are subtracted."
     )
     w(
         "- **4. Pick-up latency**: one idle worker; the harness enqueues one job, waits "

@@ -11,7 +11,8 @@
 // The worker's no-op processor does the harness bookkeeping shared by every
 // peer (bench/tasks/probe.py): INCR bench:done; the first task of each
 // process INCRs bench:started and the one completing the set of BENCH_PROCS
-// SETs bench:t0 = "<start s> <done before>"; the N-th (env BENCH_N) RPUSHes
+// SETs bench:t0 = "<start s> <done before>"; the first task ever SETs
+// bench:first = its start (s); the N-th (env BENCH_N) RPUSHes
 // its end time (s) to bench:fin. The latency job
 // RPUSHes ms from its enqueue call to processor start to bench:lat.
 const { Queue, Worker } = require('bullmq');
@@ -47,6 +48,7 @@ async function main() {
           return;
         }
         const n = await r.incrby('bench:done', 1); // INCRBY, as redis-py's incr() sends
+        if (n === 1) await r.set('bench:first', String(t0));
         if (!started) {
           started = true;
           if ((await r.incr('bench:started')) === PROCS) await r.set('bench:t0', `${t0} ${n - 1}`);

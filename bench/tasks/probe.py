@@ -3,7 +3,8 @@
 ``done(t_start)``: INCR bench:done. The first task of each worker process
 also INCRs bench:started; the one that makes it reach BENCH_PROCS (all worker
 processes are running) SETs bench:t0 to "<its start time> <done count before
-it>". The task that makes bench:done reach N (env BENCH_N) RPUSHes its end
+it>"; the very first task SETs bench:first to its start time (the fallback
+clock when a process never gets a job). The task that makes bench:done reach N (env BENCH_N) RPUSHes its end
 time to bench:fin, which the harness waits for. ``latency(ts_ms)``: RPUSH bench:lat with
 the milliseconds since the enqueue call began. One redis-py client per
 worker process, made on first use (after any fork).
@@ -15,7 +16,7 @@ import time
 
 import redis
 
-from bench.common import DONE_KEY, FIN_KEY, LAT_KEY, STARTED_KEY, T0_KEY
+from bench.common import DONE_KEY, FIN_KEY, FIRST_KEY, LAT_KEY, STARTED_KEY, T0_KEY
 
 _lock = threading.Lock()  # dramatiq runs tasks on several threads
 _client = None
@@ -39,6 +40,8 @@ def done(t_start):
     global _started_pid
     r = _r()
     n = r.incr(DONE_KEY)
+    if n == 1:
+        r.set(FIRST_KEY, repr(t_start))
     with _lock:
         first = _started_pid != os.getpid()  # first task of this process
         _started_pid = os.getpid()
