@@ -642,7 +642,7 @@ def main(argv=None):
             "client": f"Python {platform.python_version()}, "
             + ", ".join(f"{d} {metadata.version(d)}" for d in ("redis", "hiredis") if _has_dist(d)),
             "versions": versions,
-            "command": "bash bench/run.sh" + (" --quick" if cfg.mode == "quick" else ""),
+            "command": " ".join(["bash bench/run.sh", *(sys.argv[1:] if argv is None else argv)]),
         }
         text = render(cfg, adapters, skipped, labels, res, meta)
         for a in adapters:
