@@ -656,9 +656,10 @@ def main(argv=None):
         srv.stop()
     print(text)
     if args.output != "-":
+        kept = foreign_sections(args.output)
         with open(args.output, "w") as f:
-            f.write(text)
-        log(f"wrote {args.output}")
+            f.write(text + ("\n" + kept if kept else ""))
+        log(f"wrote {args.output}" + (" (kept the sections other tools wrote)" if kept else ""))
     common.WORK_DIR.mkdir(parents=True, exist_ok=True)
     with open(common.WORK_DIR / "results.json", "w") as f:
         json.dump(
@@ -670,6 +671,26 @@ def main(argv=None):
             indent=1,
         )
     return 0
+
+
+# The "## " sections render() writes; any other section in the output file was
+# written by someone else (e.g. the chaos soak's) and is carried over as it is.
+OWN_SECTIONS = ("## Targets (reported, not asserted)", "## How it is measured")
+
+
+def foreign_sections(path):
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return ""
+    kept, keep = [], False
+    for line in lines:
+        if line.startswith("## "):
+            keep = line.strip() not in OWN_SECTIONS
+        if keep:
+            kept.append(line)
+    return "\n".join(kept).strip() + "\n" if kept else ""
 
 
 def load_note(samples):
