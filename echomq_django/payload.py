@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from importlib import import_module
 from typing import Any
 
@@ -238,19 +239,45 @@ def resolve_task(path: str, modules: Iterable[str] = ()) -> Task:
 
 def rebuild_task(job: Job, payload: Payload, modules: Iterable[str] = ()) -> Task:
     """The Task as it was enqueued: the loaded task with the row's per-call values."""
+    return _rebuild(
+        payload.task,
+        tuple(modules),
+        job.priority,
+        job.queue,
+        payload.backend,
+        job.run_after,
+        payload.takes_context,
+        payload.idempotency_key,
+    )
+
+
+@lru_cache(maxsize=1024)
+def _rebuild(
+    path: str,
+    modules: tuple[str, ...],
+    priority: int,
+    queue_name: str,
+    backend: str,
+    run_after: str,
+    takes_context: bool,
+    idempotency_key: str | None,
+) -> Task:
+    """Cached: a worker meets the same few task signatures over and over, and building
+    a Task runs the backend's whole validation (most of a no-op job's cost). Tasks are
+    frozen, so one instance can serve every job; failures are not cached."""
     changes: dict[str, Any] = {
-        "priority": job.priority,
-        "queue_name": job.queue,
-        "backend": payload.backend,
-        "run_after": parse_run_after(job.run_after),
-        "takes_context": payload.takes_context,
+        "priority": priority,
+        "queue_name": queue_name,
+        "backend": backend,
+        "run_after": parse_run_after(run_after),
+        "takes_context": takes_context,
     }
-    if payload.idempotency_key is not None:
-        changes["idempotency_key"] = payload.idempotency_key
+    if idempotency_key is not None:
+        changes["idempotency_key"] = idempotency_key
     try:
-        return replace(resolve_task(payload.task, modules), **changes)
+        return replace(resolve_task(path, modules), **changes)
     except (InvalidTask, TypeError, ImproperlyConfigured) as exc:  # the last: no such backend
-        raise PayloadError(f"task {payload.task!r} cannot be rebuilt from its row: {exc}") from exc
+        raise PayloadError(f"task {path!r} cannot be rebuilt from its row: {exc}") from exc
 
 
 def task_result(job: Job, payload: Payload, task: Task) -> TaskResult:

@@ -1,55 +1,108 @@
-"""EchoMQ adapter: a stub until the lead fills it in (see bench/README.md).
+"""EchoMQ through the path a user gets: the Django Tasks backend and ``runworker``.
 
-Skipped with a note while ``echomq_django.engine.jobs`` cannot be imported,
-or while ``IMPLEMENTED`` is False. To fill it in, provide what every
-:class:`~bench.adapters.base.PythonPeer` provides:
-
-* ``setup(url)``: call ``super().setup(url)``, then build the engine's client
-  objects (connector, ``Jobs``) on ``url``; nothing here is timed.
-* ``_enqueue_noop()``: enqueue one no-op job (one EVALSHA).
-* ``_enqueue_bulk(b)``: enqueue ``b`` no-op jobs with the bulk API
-  (``Jobs.enqueue_many``).
-* ``_enqueue_lat(ts_ms)``: enqueue one latency job whose payload carries
-  ``ts_ms`` (float, ms since the epoch).
-* ``worker_argv(i, latency)``: argv of one worker process. The worker's
-  task function must call ``bench.tasks.probe.done(start_time)`` for a no-op
-  job and ``bench.tasks.probe.latency(ts_ms)`` for a latency job (e.g. a
-  ``bench/tasks/echomq_tasks.py`` module run by the engine's worker), with
-  ``BENCH_URL`` / ``BENCH_N`` read from the environment.
-
-Optional (item 6 of the issue, reported when present):
-
-* ``claim_complete_rate(pending, n) -> float``: jobs/s for ``n`` claim+complete
-  cycles with ``pending`` jobs waiting in the queue (10**4 and 10**6).
-* ``admin_page_seconds(size) -> float``: seconds for one admin list page over a
-  set of ``size`` jobs (10**6).
+Enqueue is ``task.enqueue()`` (one EVALSHA) and the backend's ``enqueue_many``
+(one pipelined round trip per batch); workers are ``runworker`` processes that
+run each job as a Django Task. Item 6 times the engine itself: claim+complete
+cycles with 10^4 vs 10^6 jobs pending, and one admin list page (``Jobs.page``,
+50 rows, what the admin's list view reads) over a set of 10^6.
 """
 
 from __future__ import annotations
 
-from bench.adapters.base import PythonPeer, dist_version
+import os
+import time
 
-IMPLEMENTED = False
+from bench.adapters.base import PythonPeer, dist_version
+from bench.common import python_exe
+
+QUEUE = "bench"
+FILL_BATCH = 1_000
+CLAIM_BATCH = 100
 
 
 class EchoMQAdapter(PythonPeer):
     key = "echomq"
     name = "EchoMQ"
     module = "echomq_django.engine.jobs"
-    bulk_api = "Jobs.enqueue_many"
-    notes = ()
-
-    def available(self):
-        try:
-            import echomq_django.engine.jobs  # noqa: F401
-        except Exception as e:
-            return f"engine not importable ({type(e).__name__}: {e})"
-        if not IMPLEMENTED:
-            return "adapter pending (bench/adapters/echomq.py is a stub)"
-        return None
+    bulk_api = "EchoMQBackend.enqueue_many (one pipeline of enqueue scripts per batch)"
+    variants = (1, 4)  # runworker --concurrency; the best median is reported
+    notes = (
+        "EchoMQ: `python -m django runworker bench --concurrency C -v 0` per worker process "
+        "(C = 1 or 4, best reported), Django Tasks backend end to end (payload encoding, "
+        "task_started/task_finished signals, TaskResult, results kept for a day).",
+    )
 
     def version(self):
         return dist_version("echomq-django") or "working tree"
+
+    def setup(self, url):
+        super().setup(url)
+        os.environ["BENCH_URL"] = url
+        os.environ["DJANGO_SETTINGS_MODULE"] = "bench.echomq_settings"
+        import django
+
+        django.setup()
+        from bench.tasks import echomq_tasks
+        from echomq_django import conf
+
+        conf.reset()  # BENCH_URL may differ from the last setup's
+        self._tasks = echomq_tasks
+        self._jobs = conf.get_jobs()
+        self._backend = echomq_tasks.noop.get_backend()
+
+    def teardown(self):
+        from echomq_django import conf
+
+        conf.reset()
+
+    def _enqueue_noop(self):
+        self._tasks.noop.enqueue()
+
+    def _enqueue_bulk(self, b):
+        self._backend.enqueue_many(self._tasks.noop, [((), {})] * b)
+
+    def prefill(self, n):
+        self.enqueue_bulk(n, FILL_BATCH)
+
+    def _enqueue_lat(self, ts_ms):
+        self._tasks.lat.enqueue(ts_ms)
+
+    def variant_label(self, variant):
+        return f"c={variant}"
+
+    def run_workers(self, n, n_procs, variant=None):
+        self._concurrency = variant or 1
+        return super().run_workers(n, n_procs, variant)
+
+    def worker_argv(self, i, latency):
+        concurrency = 1 if latency else getattr(self, "_concurrency", 1)
+        return [
+            python_exe(), "-m", "django", "runworker", QUEUE,
+            "--settings", "bench.echomq_settings",
+            "--concurrency", str(concurrency), "--name", f"bench-{i}", "-v", "0",
+        ]  # fmt: skip
+
+    # -- item 6: how cost grows with work --------------------------------------------
+
+    def claim_complete_rate(self, pending, n):
+        """Jobs/s of claim (batches of 100) + pipelined completes with ``pending`` waiting."""
+        self.prefill(pending)
+        jobs = self._jobs
+        done = 0
+        started = time.perf_counter()
+        while done < n:
+            claim = jobs.claim(QUEUE, "bench-scale", count=min(CLAIM_BATCH, n - done))
+            jobs.complete_many([(QUEUE, c.id, c.token, "null") for c in claim.jobs])
+            done += len(claim.jobs)
+        return n / (time.perf_counter() - started)
+
+    def admin_page_seconds(self, size):
+        """One 50-row page from the middle of a set of ``size`` pending jobs."""
+        self.prefill(size)
+        self._jobs.page(QUEUE, "pending", offset=size // 2, count=50)  # warm the script cache
+        started = time.perf_counter()
+        self._jobs.page(QUEUE, "pending", offset=size // 2, count=50, newest_first=True)
+        return time.perf_counter() - started
 
 
 ADAPTER = EchoMQAdapter()
