@@ -18,7 +18,7 @@ stamp="$venv/.requirements.sha"
 want="$( (cat "$here/requirements.txt" "$root/requirements.txt"; "$py" --version) | sha1sum | cut -d' ' -f1)"
 if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[bench] installing bench/requirements.txt into $venv" >&2
-  "$py" -m venv "$venv"
+  "$py" -m venv --clear "$venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$here/requirements.txt" >&2
   echo "$want" > "$stamp"
 fi
