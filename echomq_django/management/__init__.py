@@ -17,7 +17,9 @@ from types import FrameType
 from django.core.management.base import CommandError
 
 from echomq_django import conf
+from echomq_django.backends import EchoMQBackend
 from echomq_django.checks import server_warnings
+from echomq_django.compat import task_backends
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.errors import AccessDenied, ServerUnavailable
 from echomq_django.engine.jobs import Jobs
@@ -129,3 +131,20 @@ def log_server_warnings(connector: Connector, logger: logging.Logger) -> None:
     """Warn about a server that can lose jobs (no persistence, an evicting memory policy)."""
     for warning in server_warnings(connector):
         logger.warning("%s", warning)
+
+
+def configured_queues() -> list[str]:
+    """ECHOMQ['QUEUES'] and the QUEUES of every EchoMQ TASKS backend (valid names only)."""
+    names = list(conf.get_settings().queues)
+    for backend in task_backends.all():
+        if isinstance(backend, EchoMQBackend):  # subclasses too
+            names += sorted(backend.queues)
+    valid = []
+    for name in dict.fromkeys(names):
+        try:
+            valid.append(validate_queue_name(name))
+        except ValueError:
+            logging.getLogger("echomq").warning(
+                "skipping invalid queue name %r from the settings", name
+            )
+    return valid

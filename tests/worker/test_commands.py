@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from echomq_django import conf
+from echomq_django import conf, management
 from echomq_django.compat import TaskResultStatus
 from echomq_django.management.commands import runreaper, runworker
 from tests.worker import settings as worker_settings
@@ -111,7 +111,7 @@ def test_the_reaper_finds_queues_in_settings(settings):
         **worker_settings.TASKS,
         "other": {"BACKEND": DUMMY_BACKEND, "QUEUES": ["not-ours"]},
     }
-    assert runreaper.configured_queues() == ["reports", "default", "emails", "slow"]
+    assert management.configured_queues() == ["reports", "default", "emails", "slow"]
 
 
 @pytest.mark.parametrize(

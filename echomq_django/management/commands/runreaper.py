@@ -11,13 +11,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from echomq_django import conf
-from echomq_django.backends import EchoMQBackend
-from echomq_django.compat import task_backends
 from echomq_django.engine.errors import ServerUnavailable
-from echomq_django.engine.keyspace import validate_queue_name
 from echomq_django.engine.reaper import Reaper
 from echomq_django.management import (
+    configured_queues,
     connect,
     log_server_warnings,
     on_stop_signals,
@@ -86,18 +83,3 @@ class Command(BaseCommand):
         )
         log_server_warnings(jobs.connector, logger)
         reaper.run()
-
-
-def configured_queues() -> list[str]:
-    """ECHOMQ['QUEUES'] and the QUEUES of every EchoMQ TASKS backend (valid names only)."""
-    names = list(conf.get_settings().queues)
-    for backend in task_backends.all():
-        if isinstance(backend, EchoMQBackend):  # subclasses too
-            names += sorted(backend.queues)
-    valid = []
-    for name in dict.fromkeys(names):
-        try:
-            valid.append(validate_queue_name(name))
-        except ValueError:
-            logger.warning("skipping invalid queue name %r from the settings", name)
-    return valid

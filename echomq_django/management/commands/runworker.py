@@ -13,7 +13,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from echomq_django.engine.retry_policy import RetryPolicy
 from echomq_django.engine.worker import Worker
+from echomq_django.execution import execute
 from echomq_django.management import (
+    configured_queues,
     connect,
     count_arg,
     log_server_warnings,
@@ -103,10 +105,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         setup_logging(options["verbosity"])
-        try:
-            from echomq_django.execution import execute
-        except ImportError as exc:
-            raise CommandError(f"the Django execution layer cannot be imported: {exc}") from exc
         jobs = connect()
         try:
             worker = Worker(
@@ -137,5 +135,11 @@ class Command(BaseCommand):
             worker.lease_ms / 1000,
             ", burst" if worker.burst else "",
         )
+        unserved = [q for q in configured_queues() if q not in worker.queues]
+        if unserved:
+            logger.info(
+                "not serving the configured queues %s (name them to serve them)",
+                ", ".join(unserved),
+            )
         log_server_warnings(jobs.connector, logger)
         worker.run()
