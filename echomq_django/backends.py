@@ -62,6 +62,7 @@ Duration = int | float | timedelta
 JOB_OPTIONS = ("max_attempts", "lease", "retry_backoff", "result_ttl", "dead_ttl")
 OTHER_OPTIONS = ("ENQUEUE_ON_COMMIT", "TASK_MODULES")
 # Every key TASKS OPTIONS may hold: others are the system check error echomq.E004.
+OPTIONS_MEMO_SIZE = 1024
 KNOWN_OPTIONS = frozenset({o.upper() for o in JOB_OPTIONS} | set(OTHER_OPTIONS))
 
 
@@ -166,6 +167,7 @@ class EchoMQBackend(BaseTaskBackend):
         # A bad TASKS entry must not crash imports of tasks modules or `manage.py
         # check` itself: the problems are reported by check() and raised on enqueue.
         self.problems = self.configuration_problems()
+        self._options: dict[Task, JobOptions] = {}
         self.job_options = JobOptions()
         if not self.problems:
             self.job_options = JobOptions.parse(
@@ -231,7 +233,24 @@ class EchoMQBackend(BaseTaskBackend):
             raise InvalidTask(str(exc)) from exc
 
     def options_for(self, task: Task) -> JobOptions:
-        """The task's job options over the backend's."""
+        """The task's job options over the backend's.
+
+        Remembered per Task (Tasks are frozen and hashable): every enqueue and every
+        failed attempt asks, and parsing them is a good part of an enqueue's cost.
+        The memo is bounded: ``using(run_after=...)`` makes a new Task per call.
+        """
+        try:
+            options = self._options.get(task)
+        except TypeError:  # a Task subclass with an unhashable field: no memo
+            return self.parse_options(task)
+        if options is None:
+            options = self.parse_options(task)
+            if len(self._options) >= OPTIONS_MEMO_SIZE:
+                self._options.clear()
+            self._options[task] = options
+        return options
+
+    def parse_options(self, task: Task) -> JobOptions:
         mine = JobOptions.parse({name: getattr(task, name, None) for name in JOB_OPTIONS})
         return mine.over(self.job_options)
 

@@ -432,3 +432,17 @@ def test_enqueue_many_validates_all_then_sends_one_pipeline(echomq, jobs, redis_
     assert all(r.enqueued_at is not None for r in results)
     assert jobs.stats("default").counts["pending"] == 50
     assert tasks.add.get_result(results[7].id).args == [7, 7]
+
+
+def test_job_options_are_parsed_once_per_task_and_the_memo_is_bounded(echomq):
+    from datetime import UTC, datetime, timedelta
+
+    from echomq_django.backends import OPTIONS_MEMO_SIZE
+
+    backend = tasks.add.get_backend()
+    first = backend.options_for(tasks.add)
+    assert backend.options_for(tasks.add) is first
+    base = datetime(2030, 1, 1, tzinfo=UTC)
+    for i in range(OPTIONS_MEMO_SIZE + 10):  # a new Task per run_after
+        backend.options_for(tasks.add.using(run_after=base + timedelta(seconds=i)))
+    assert len(backend._options) <= OPTIONS_MEMO_SIZE
