@@ -7,7 +7,6 @@ exercises every node.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -18,7 +17,8 @@ from echomq_django.embedded import EmbeddedCluster, EmbeddedServer
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Jobs
 from echomq_django.engine.keyspace import QueueKeys
-from echomq_django.engine.worker import Worker, WorkerStats
+from echomq_django.engine.worker import Worker
+from tests.worker.conftest import RunningWorker
 
 SPREAD = ("emails", "default", "billing")  # slots 3728, 5718, 12682: masters 0, 1, 2
 
@@ -72,26 +72,6 @@ def wait_until(predicate: Callable[[], object], timeout: float = 10.0, step: flo
 @pytest.fixture
 def jobs(cluster_connector: Connector) -> Jobs:
     return Jobs(cluster_connector)
-
-
-class RunningWorker:
-    """A Worker running in a thread."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self.result: WorkerStats | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        self.result = self.worker.run()
-
-    def stop(self, timeout: float = 10.0) -> WorkerStats:
-        self.worker.stop()
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the worker did not return"
-        assert self.result is not None
-        return self.result
 
 
 @pytest.fixture

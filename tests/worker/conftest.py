@@ -42,6 +42,11 @@ class RunningWorker:
     def _run(self) -> None:
         self._stats = self.worker.run()
 
+    def stop(self, timeout: float = 10.0) -> WorkerStats:
+        """Stop the worker and wait for its stats."""
+        self.worker.stop()
+        return self.stats(timeout)
+
     def stats(self, timeout: float = 15.0) -> WorkerStats:
         self.thread.join(timeout)
         assert not self.thread.is_alive(), "the worker did not return"
