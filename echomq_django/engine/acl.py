@@ -28,7 +28,7 @@ CLIENT_COMMANDS = (
 
 # What the transition scripts call.
 SCRIPT_COMMANDS = (
-    "get", "set", "del", "exists", "incr", "expire",
+    "get", "set", "del", "exists", "incr", "incrby", "expire",
     "hget", "hmget", "hset", "hdel", "hincrby", "hgetall",
     "zadd", "zrem", "zpopmin", "zrange", "zrangebyscore", "zcount", "zcard",
     "time", "type",

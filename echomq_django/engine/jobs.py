@@ -47,6 +47,7 @@ DEFAULT_MAX_PAYLOAD = 512 * 1024
 SWEEP_LIMIT = 1000  # jobs per reap/promote/trim call: no script blocks the server for long
 SWEEP_MAX = 10_000  # the most a caller may ask per call (0 or less would mean "no bound" to Lua)
 PAGE_MAX = 500
+BATCH_MAX = 500  # jobs per batched enqueue/complete script call (bounds its run time)
 # The longest retention or retry delay (~34 years): now + it stays an exact integer that
 # Lua's '%d' can format (a larger one wrapped to a negative score: due at once).
 MAX_DELAY_MS = 2**40
@@ -350,43 +351,46 @@ class Jobs:
     # -- enqueue ----------------------------------------------------------------
 
     def enqueue(self, queue: str, job: NewJob) -> Enqueued:
-        keys = QueueKeys.of(queue)
-        call = self._enqueue_call(keys, job.validate(self.max_payload))
-        self.register_queue(queue)
-        reply = self.connector.run(call.script, call.keys, call.args)
-        return Enqueued.from_reply(reply)
+        """Store one job; ``JobExists`` if its id is taken."""
+        (stored,) = self.enqueue_many(queue, [job])
+        return stored
 
     def enqueue_many(self, queue: str, jobs: Iterable[NewJob]) -> list[Enqueued]:
-        """Enqueue many jobs in one pipelined round trip; each is still its own script call.
+        """Enqueue many jobs in one round trip: one script call per BATCH_MAX jobs.
 
-        All jobs are validated before anything is sent. A failed call (e.g. an id
-        that exists) raises after the others ran.
+        All jobs are validated before anything is sent. Within one call each job is
+        stored or refused on its own (an id that exists); the first refusal is raised
+        after the others were stored.
         """
         keys = QueueKeys.of(queue)
-        calls = [self._enqueue_call(keys, job.validate(self.max_payload)) for job in jobs]
+        jobs = [job.validate(self.max_payload) for job in jobs]
         self.register_queue(queue)
-        replies = self.connector.run_many(calls)
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        return [Enqueued.from_reply(r) for r in replies]
+        batches = [jobs[i : i + BATCH_MAX] for i in range(0, len(jobs), BATCH_MAX)]
+        calls = [self._enqueue_call(keys, batch) for batch in batches]
+        stored: list[Any] = []
+        for batch, reply in zip(batches, self.connector.run_many(calls)):
+            stored += _per_job(reply, len(batch), Enqueued.from_reply)
+        for entry in stored:
+            if isinstance(entry, Exception):
+                raise entry
+        return stored
 
-    def _enqueue_call(self, keys: QueueKeys, job: NewJob) -> Call:
-        key_list = [
-            keys.pending,
-            keys.scheduled,
-            keys.seq,
-            keys.metrics,
-            keys.wake,
-            keys.job(job.id),
-        ]
-        if job.idempotency_key is not None:
-            digest = hashlib.sha256(job.idempotency_key.encode()).hexdigest()
-            key_list.append(keys.idempotency(digest))
-        args = [
-            job.id, job.payload, job.task, job.priority, job.max_attempts, job.lease_ms,
-            job.due_ms, job.run_after, job.result_ttl_ms, job.dead_ttl_ms,
-        ]  # fmt: skip
+    @staticmethod
+    def _enqueue_call(keys: QueueKeys, jobs: Sequence[NewJob]) -> Call:
+        rows = [keys.job(job.id) for job in jobs]
+        idem: list[str] = []
+        args: list[Any] = [len(jobs)]
+        for job in jobs:
+            idem_index = 0
+            if job.idempotency_key is not None:
+                digest = hashlib.sha256(job.idempotency_key.encode()).hexdigest()
+                idem.append(keys.idempotency(digest))
+                idem_index = 5 + len(jobs) + len(idem)
+            args += (
+                job.id, job.payload, job.task, job.priority, job.max_attempts, job.lease_ms,
+                job.due_ms, job.run_after, job.result_ttl_ms, job.dead_ttl_ms, idem_index,
+            )  # fmt: skip
+        key_list = [keys.pending, keys.scheduled, keys.seq, keys.metrics, keys.wake, *rows, *idem]
         return Call(script.load("enqueue"), key_list, args)
 
     # -- the lease --------------------------------------------------------------
@@ -426,18 +430,41 @@ class Jobs:
 
     def complete(self, queue: str, job_id: str, token: int, result: str = "null") -> int:
         """Retire the job with ``result`` (opaque). Returns finished_at (µs); ``StaleToken`` if not held."""
-        return int(self.connector.run(*self._complete_call(queue, job_id, token, result)))
+        (reply,) = self.complete_many([(queue, job_id, token, result)])
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
 
-    def complete_many(self, items: Sequence[tuple[str, str, int, str]]) -> list[Any]:
-        """Pipeline many completes (queue, id, token, result); errors come back as values."""
-        return self.connector.run_many([Call(*self._complete_call(*item)) for item in items])
+    def complete_many(self, items: Sequence[tuple[str, str, int, str]]) -> list[int | Exception]:
+        """Complete many jobs (queue, id, token, result) in one round trip.
 
-    def _complete_call(self, queue: str, job_id: str, token: int, result: str) -> tuple:
-        keys = QueueKeys.of(queue)
-        return (
+        One script call per queue (per BATCH_MAX jobs) retires them all. Each
+        entry of the reply, in order, is finished_at (µs) or the job's typed error
+        (``StaleToken``); an error of a whole call is given to each of its jobs.
+        """
+        items = [(QueueKeys.of(q), validate_job_id(i), int(t), r) for q, i, t, r in items]
+        by_queue: dict[str, list[int]] = {}
+        for n, item in enumerate(items):
+            by_queue.setdefault(item[0].queue, []).append(n)
+        batches = [
+            indexes[start : start + BATCH_MAX]
+            for indexes in by_queue.values()
+            for start in range(0, len(indexes), BATCH_MAX)
+        ]
+        calls = [self._complete_call([items[n] for n in batch]) for batch in batches]
+        replies: list[int | Exception] = [0] * len(items)
+        for batch, reply in zip(batches, self.connector.run_many(calls)):
+            for n, value in zip(batch, _per_job(reply, len(batch), int)):
+                replies[n] = value
+        return replies
+
+    @staticmethod
+    def _complete_call(items: Sequence[tuple[QueueKeys, str, int, str]]) -> Call:
+        keys = items[0][0]
+        return Call(
             script.load("complete"),
-            [keys.active, keys.completed, keys.metrics, keys.job(job_id)],
-            [job_id, int(token), result],
+            [keys.active, keys.completed, keys.metrics, *(keys.job(i) for _, i, _, _ in items)],
+            [arg for _, job_id, token, result in items for arg in (job_id, token, result)],
         )
 
     def retry(
@@ -663,6 +690,14 @@ class Jobs:
             PageEntry(e[0], float(e[1]), dict(zip(fields, e[2:], strict=False))) for e in reply[1:]
         ]
         return Page(int(reply[0]), entries)
+
+
+def _per_job(reply: Any, n: int, parse: Callable[[Any], Any]) -> list[Any]:
+    """A batch script's reply as one value per job: its entry parsed, its typed error,
+    or the whole call's error."""
+    if isinstance(reply, Exception):
+        return [reply] * n
+    return [translate_error(r) if isinstance(r, Exception) else parse(r) for r in reply]
 
 
 def _claimed(queue: str, flat: Sequence[str]) -> Claimed:

@@ -43,11 +43,20 @@ from echomq_django.engine import jobs as jobs_module
 from echomq_django.engine import script
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.errors import JobNotFound, StaleToken, WrongState
-from echomq_django.engine.jobs import Jobs
+from echomq_django.engine.jobs import BATCH_MAX, Jobs
 from echomq_django.engine.keyspace import QUEUES_KEY, STATES
 
 from . import procs
-from .conftest import QUEUE, WORKER, assert_one_place, dump, enqueue_n, error_json, new
+from .conftest import (
+    QUEUE,
+    WORKER,
+    assert_one_place,
+    dump,
+    enqueue_n,
+    error_json,
+    members,
+    new,
+)
 
 # -- 1. one transition, one script ----------------------------------------------------------
 
@@ -151,18 +160,39 @@ def test_each_operation_is_one_evalsha_and_nothing_else(standalone, jobs, redis_
     for s in script.all_scripts():
         standalone.load(s)
     jobs.register_queue(QUEUE)  # the queue registry: once per process, outside every slot
+    jobs.stats(QUEUE)  # the connector's connection is open (HELLO is per connection, not per call)
     arg = setup()
     sent, stats = calls_during(redis_client, lambda: operation(arg))
     assert sent == {"evalsha": 1}
     assert stats["evalsha"] == 1
 
 
-def test_enqueue_many_is_one_evalsha_per_job_in_one_round_trip(standalone, jobs, redis_client):
+@pytest.mark.parametrize(("n", "calls"), [(25, 1), (BATCH_MAX + 1, 2)])
+def test_enqueue_many_is_one_evalsha_per_batch(standalone, jobs, redis_client, n, calls):
+    """A bulk enqueue is one script call per BATCH_MAX jobs, and stores every job."""
     for s in script.all_scripts():
         standalone.load(s)
     jobs.register_queue(QUEUE)
-    sent, stats = calls_during(redis_client, lambda: enqueue_n(jobs, 25))
-    assert sent == {"evalsha": 25} and stats["evalsha"] == 25
+    jobs.stats(QUEUE)  # the connector's connection is open
+    ids: list[str] = []
+    sent, stats = calls_during(redis_client, lambda: ids.extend(enqueue_n(jobs, n)))
+    assert sent == {"evalsha": calls} and stats["evalsha"] == calls
+    assert members(jobs)["pending"] == ids
+
+
+def test_complete_many_is_one_evalsha_per_queue(standalone, jobs, redis_client):
+    """A worker's flush of finished jobs: one script call per queue, each job retired."""
+    for s in script.all_scripts():
+        standalone.load(s)
+    enqueue_n(jobs, 10)
+    enqueue_n(jobs, 10, queue="other")
+    held = [c for q in (QUEUE, "other") for c in jobs.claim(q, WORKER, count=10).jobs]
+    items = [(c.queue, c.id, c.token, "1") for c in held]
+    replies: list = []
+    sent, stats = calls_during(redis_client, lambda: replies.extend(jobs.complete_many(items)))
+    assert sent == {"evalsha": 2} and stats["evalsha"] == 2
+    assert all(isinstance(r, int) for r in replies)
+    assert members(jobs)["completed"] == sorted(c.id for c in held if c.queue == QUEUE)
 
 
 def test_reads_send_no_write_command(standalone, jobs, redis_client):
@@ -177,6 +207,7 @@ def test_the_first_enqueue_registers_the_queue_outside_the_script(standalone, jo
     """The only plain write: the registry SET, once per process (not part of a transition)."""
     for s in script.all_scripts():
         standalone.load(s)
+    jobs.stats(QUEUE)  # the connector's connection is open
     sent, _ = calls_during(redis_client, lambda: jobs.enqueue(QUEUE, new()))
     assert sent == {"sadd": 1, "evalsha": 1}
     assert redis_client.smembers(QUEUES_KEY) == {QUEUE.encode()}

@@ -9,7 +9,9 @@ with the cluster tests.)
 
 Validate before writing: Redis does not roll back a script's writes when the
 script fails halfway, so every refusal (``error_reply``) must come before the
-script's first write.
+script's first write. A batch script (one call, many jobs: enqueue, complete)
+refuses job by job inside its loop: there each refusal must come before the
+first write of that job's turn of the loop.
 """
 
 from __future__ import annotations
@@ -86,10 +88,22 @@ def bindings(body: str, name: str) -> tuple[list[str], bool]:
     return exprs, bound
 
 
+def is_keys_element(expr: str) -> bool:
+    """``KEYS[...]`` as a whole (the index may be computed: a batch's job i is KEYS[3 + i])."""
+    if not expr.startswith("KEYS["):
+        return False
+    depth = 0
+    for i, ch in enumerate(expr[4:], start=4):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if depth == 0:
+            return i == len(expr) - 1
+    return False
+
+
 def key_origin_ok(body: str, expr: str, seen: frozenset[str] = frozenset()) -> bool:
     """True when ``expr`` can only name a declared key or a key built from ``base``."""
     expr = expr.strip()
-    if re.fullmatch(r"KEYS\[\w+\]", expr) or re.match(r"(row_key\(|base\s*\.\.)", expr):
+    if is_keys_element(expr) or re.match(r"(row_key\(|base\s*\.\.)", expr):
         return True
     if not re.fullmatch(_IDENT, expr):
         return False
@@ -166,17 +180,39 @@ def _writing_functions(body: str) -> set[str]:
     return writers
 
 
+def late_refusals(own: str, writers: set[str]) -> list[str]:
+    """The refusals in ``own`` (a transition's text) that come after a write they follow."""
+    loop = re.search(r"^for .* do$", own, re.M)  # a batch script's loop over its jobs
+
+    def first_write(start: int) -> int:
+        found = [m.start() for m in _CALL.finditer(own, start) if m.group(1) not in _READS]
+        for w in writers:
+            found += [m.start() for m in re.compile(rf"(?<![\w.]){w}\(").finditer(own, start)]
+        return min(found, default=len(own))
+
+    late = []
+    for m in re.finditer(r"error_reply|\bfence\(", own):
+        in_loop = loop is not None and m.start() > loop.start()
+        if m.start() > first_write(loop.end() if in_loop else 0):
+            late.append(own[m.start() : own.index("\n", m.start())])
+    return late
+
+
 @pytest.mark.parametrize("s", SCRIPTS, ids=IDS)
 def test_every_refusal_comes_before_the_first_write(s):
-    writers = _writing_functions(s.body)
     own = script.SCRIPTS_DIR.joinpath(f"{s.name}.lua").read_text()  # the transition's own text
-    first_write = len(own)
-    for m in _CALL.finditer(own):
-        if m.group(1) not in _READS:
-            first_write = min(first_write, m.start())
-    for w in writers:
-        for m in re.finditer(rf"(?<![\w.]){w}\(", own):
-            first_write = min(first_write, m.start())
-    refusals = [m.start() for m in re.finditer(r"error_reply|\bfence\(", own)]
-    late = [own[r : own.index("\n", r)] for r in refusals if r > first_write]
+    late = late_refusals(own, _writing_functions(s.body))
     assert late == [], f"{s.name} refuses after it has written: {late}"
+
+
+def test_the_refusal_check_can_fail():
+    """Writing, then refusing, is caught: in a script and within one turn of a batch loop."""
+    plain = "redis.call('SET', KEYS[1], 1)\nif x then return redis.error_reply('no') end\n"
+    batch = (
+        "for i = 1, n do\n  redis.call('HSET', KEYS[1 + i], 'a', 1)\n"
+        "  if x then reply[i] = redis.error_reply('no') end\nend\n"
+    )
+    per_job = "for i = 1, n do\n  reply[i] = fence(KEYS[i], 1, 'x')\n  mark(KEYS[i])\nend\n"
+    assert late_refusals(plain, set()) == ["error_reply('no') end"]
+    assert late_refusals(batch, set()) == ["error_reply('no') end"]
+    assert late_refusals(per_job, {"mark"}) == []

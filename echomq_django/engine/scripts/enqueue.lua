@@ -1,29 +1,32 @@
--- enqueue: store a new job's row and put it in pending (or scheduled if not yet due).
+-- enqueue: store new jobs' rows and put each in pending (or scheduled if not yet due).
 --
 -- KEYS[1] pending     ZSET   KEYS[2] scheduled  ZSET   KEYS[3] seq      STRING
--- KEYS[4] metrics     HASH   KEYS[5] wake       ZSET   KEYS[6] job row  HASH
--- KEYS[7] idempotency STRING (optional: present only when the job has a key;
---                            the row keeps its digest, the part after ':idem:')
+-- KEYS[4] metrics     HASH   KEYS[5] wake       ZSET
+-- KEYS[5 + i] job i's row HASH (i = 1..n)
+-- KEYS[5 + n + k] idempotency STRINGs, only for the jobs that have a key (the row
+--                 keeps the key's digest, the part after ':idem:')
 --
--- ARGV[1] job id      ARGV[2] payload (opaque string)   ARGV[3] task path
--- ARGV[4] priority (-100..100)   ARGV[5] max_attempts   ARGV[6] lease_ms (0 = worker default)
--- ARGV[7] due_ms (absolute Unix ms; 0 = now)   ARGV[8] run_after (exact, opaque)
--- ARGV[9] result_ttl_ms   ARGV[10] dead_ttl_ms
+-- ARGV[1] n, then 11 values per job i, from ARGV[2 + 11(i-1)]: id, payload (opaque),
+-- task path, priority (-100..100), max_attempts, lease_ms (0 = worker default),
+-- due_ms (absolute Unix ms; 0 = now), run_after (exact, opaque), result_ttl_ms,
+-- dead_ttl_ms, and the KEYS index of its idempotency key (0: none).
 --
--- Reply: {id, state, created, enqueued_at} where created is 1, or 0 when the
--- idempotency key is held by a job still pending, scheduled or active (that job's
--- id, state and enqueued_at returned). enqueued_at is the row's server time in µs.
--- Error: EMQEXISTS when a row with this id exists already.
+-- Reply: one entry per job, in order: {id, state, created, enqueued_at} where created
+-- is 1, or 0 when the idempotency key is held by a job still pending, scheduled or
+-- active (that job's id, state and enqueued_at returned); enqueued_at is the row's
+-- server time in µs. Or an EMQEXISTS error when a row with this id exists already;
+-- that job is not stored, the others are. Batching (the backend's bulk enqueue)
+-- shares the clock, the sequence INCRBY, the counters and the wake-up.
 -- @include "common"
 -- @include "moves"
 
-local id, jk, idem = ARGV[1], KEYS[6], KEYS[7]
-local digest = idem and string.match(idem, ':idem:(%x+)$') or ''
+local n = tonumber(ARGV[1])
+-- The sequence first: if INCRBY fails (a corrupt counter), it fails before any write,
+-- never after a row (a row in no place). A scheduled job leaves a gap: harmless.
+local seq = redis.call('INCRBY', KEYS[3], n) - n
+local reply, stored = {}, 0
 
-if redis.call('EXISTS', jk) == 1 then
-  return redis.error_reply('EMQEXISTS job ' .. id .. ' exists already')
-end
-if idem then
+local function held_by(idem)
   local holder = redis.call('GET', idem)
   if holder then
     local state = redis.call('HGET', row_key(holder), 'state')
@@ -33,27 +36,40 @@ if idem then
   end
 end
 
--- The sequence first: if INCR fails (a corrupt counter), it fails before any write,
--- never after the row (a row in no place). A scheduled job leaves a gap: harmless.
-local seq = redis.call('INCR', KEYS[3])
-if idem then
-  redis.call('SET', idem, id)
+for i = 1, n do
+  local a = 1 + 11 * (i - 1)
+  local id, jk = ARGV[a + 1], KEYS[5 + i]
+  local idem = KEYS[tonumber(ARGV[a + 11])]
+  seq = seq + 1
+  if redis.call('EXISTS', jk) == 1 then
+    reply[i] = redis.error_reply('EMQEXISTS job ' .. id .. ' exists already')
+  else
+    reply[i] = idem and held_by(idem)
+  end
+  if not reply[i] then
+    local digest = idem and string.match(idem, ':idem:(%x+)$') or ''
+    if idem then
+      redis.call('SET', idem, id)
+    end
+    local due, state, place, at = tonumber(ARGV[a + 7]) or 0, 'pending', 'seq', seq
+    if due > now_ms then
+      state, place, at = 'scheduled', 'due_ms', due
+      redis.call('ZADD', KEYS[2], fmt(due), id)
+    else
+      redis.call('ZADD', KEYS[1], fmt(pending_score(ARGV[a + 4], seq)), id)
+    end
+    redis.call('HSET', jk,
+      'id', id, 'payload', ARGV[a + 2], 'task', ARGV[a + 3], 'priority', ARGV[a + 4],
+      'attempts', 0, 'refunds', 0, 'max_attempts', ARGV[a + 5], 'lease_ms', ARGV[a + 6],
+      'enqueued_at', fmt(now_us), 'run_after', ARGV[a + 8],
+      'result_ttl_ms', ARGV[a + 9], 'dead_ttl_ms', ARGV[a + 10], 'idem', digest,
+      'state', state, place, fmt(at))
+    reply[i] = {id, state, 1, fmt(now_us)}
+    stored = stored + 1
+  end
 end
-local due = tonumber(ARGV[7]) or 0
-local state = 'pending'
-redis.call('HSET', jk,
-  'id', id, 'payload', ARGV[2], 'task', ARGV[3], 'priority', ARGV[4],
-  'attempts', 0, 'refunds', 0, 'max_attempts', ARGV[5], 'lease_ms', ARGV[6],
-  'enqueued_at', fmt(now_us), 'run_after', ARGV[8],
-  'result_ttl_ms', ARGV[9], 'dead_ttl_ms', ARGV[10], 'idem', digest)
-if due > now_ms then
-  state = 'scheduled'
-  redis.call('ZADD', KEYS[2], fmt(due), id)
-  redis.call('HSET', jk, 'state', state, 'due_ms', fmt(due))
-else
-  redis.call('ZADD', KEYS[1], fmt(pending_score(ARGV[4], seq)), id)
-  redis.call('HSET', jk, 'state', state, 'seq', fmt(seq))
+if stored > 0 then
+  wake(KEYS[5])
+  redis.call('HINCRBY', KEYS[4], 'enqueued', stored)
 end
-wake(KEYS[5])
-redis.call('HINCRBY', KEYS[4], 'enqueued', 1)
-return {id, state, 1, fmt(now_us)}
+return reply

@@ -47,9 +47,10 @@ local function pending_score(priority, seq)
 end
 
 -- Throughput per minute for the admin's chart: one HASH per minute, expiring.
-local function count_minute(field)
+local function count_minute(field, n)
+  n = n or 1
   local key = base .. 'tp:' .. fmt(math.floor(now_ms / 60000))
-  if redis.call('HINCRBY', key, field, 1) == 1 then
+  if redis.call('HINCRBY', key, field, n) == n then
     redis.call('EXPIRE', key, 7200)
   end
 end
@@ -70,8 +71,11 @@ end
 -- The row keeps the key's digest, never a key name: the key is rebuilt from
 -- `base`, so a script touches only keys of its own queue (declared keys). It runs
 -- after the job's moves: pcall, so a key of another type there cannot fail them halfway.
-local function release_idempotency(jk, id)
-  local digest = redis.call('HGET', jk, 'idem')
+-- `digest`: the row's 'idem' when the caller has read it already.
+local function release_idempotency(jk, id, digest)
+  if digest == nil then
+    digest = redis.call('HGET', jk, 'idem')
+  end
   if digest and digest ~= '' then
     local idem = base .. 'idem:' .. digest
     if redis.pcall('GET', idem) == id then

@@ -45,9 +45,10 @@ local function promote_due(scheduled_key, pending_key, seq_key, limit)
 end
 
 -- The fence: only the current lease holder (the token minted by claim) may move
--- an active job. Returns an error reply to hand back, or nil when the caller holds it.
-local function fence(jk, token, op)
-  local row = redis.call('HMGET', jk, 'state', 'attempts')
+-- an active job. Returns an error reply to hand back, or nil and the row's values
+-- (state, attempts, then the `...` fields, read in the same HMGET) when the caller holds it.
+local function fence(jk, token, op, ...)
+  local row = redis.call('HMGET', jk, 'state', 'attempts', ...)
   if not row[1] then
     return redis.error_reply('EMQSTALE ' .. op .. ': the job is gone')
   end
@@ -57,5 +58,5 @@ local function fence(jk, token, op)
   if row[2] ~= token then
     return redis.error_reply('EMQSTALE ' .. op .. ' token mismatch: holder ' .. tostring(row[2]) .. ', caller ' .. token)
   end
-  return nil
+  return nil, row
 end
