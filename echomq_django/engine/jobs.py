@@ -219,32 +219,54 @@ class Job:
         if row["state"] not in STATES:
             raise CorruptRow(f"unknown state {row['state'][:40]!r}")
         workers = row.get("worker_ids") or ""
+        ints = _ints(row)
         return cls(
             queue=queue,
             id=row["id"],
             state=row["state"],
             payload=row["payload"],
             task=row.get("task", ""),
-            priority=_opt_int(row, "priority") or 0,
-            attempts=_opt_int(row, "attempts") or 0,
-            refunds=_opt_int(row, "refunds") or 0,
-            max_attempts=_opt_int(row, "max_attempts") or DEFAULT_MAX_ATTEMPTS,
-            lease_ms=_opt_int(row, "lease_ms") or 0,
-            enqueued_at=_opt_int(row, "enqueued_at"),
-            started_at=_opt_int(row, "started_at"),
-            last_attempted_at=_opt_int(row, "last_attempted_at"),
-            finished_at=_opt_int(row, "finished_at"),
-            due_ms=_opt_int(row, "due_ms"),
-            lease_deadline=_opt_int(row, "lease_deadline"),
+            priority=ints[0] or 0,
+            attempts=ints[1] or 0,
+            refunds=ints[2] or 0,
+            max_attempts=ints[3] or DEFAULT_MAX_ATTEMPTS,
+            lease_ms=ints[4] or 0,
+            enqueued_at=ints[5],
+            started_at=ints[6],
+            last_attempted_at=ints[7],
+            finished_at=ints[8],
+            due_ms=ints[9],
+            lease_deadline=ints[10],
             run_after=row.get("run_after", ""),
             worker=row.get("worker", ""),
             worker_ids=tuple(workers.split("\n")) if workers else (),
             errors=row.get("errors", ""),
             last_error=row.get("last_error", ""),
             result=row.get("result"),
-            result_ttl_ms=_opt_int(row, "result_ttl_ms"),
+            result_ttl_ms=ints[11],
             idempotency_key=row.get("idem", ""),
         )
+
+
+_INT_FIELDS = (
+    "priority", "attempts", "refunds", "max_attempts", "lease_ms", "enqueued_at", "started_at",
+    "last_attempted_at", "finished_at", "due_ms", "lease_deadline", "result_ttl_ms",
+)  # fmt: skip
+
+
+def _ints(row: Mapping[str, str]) -> list[int | None]:
+    """The row's integer fields in _INT_FIELDS order (None when absent or empty).
+
+    One pass on the common path: a worker reads every claimed row; a field that is
+    not an integer is named by the slow path.
+    """
+    get = row.get
+    try:
+        return [int(v) if (v := get(name)) else None for name in _INT_FIELDS]
+    except ValueError:
+        for name in _INT_FIELDS:
+            _opt_int(row, name)
+        raise
 
 
 @dataclass(frozen=True, slots=True)

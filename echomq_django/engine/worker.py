@@ -494,7 +494,9 @@ class Worker:
         )
 
     def _complete_later(self, lease: _Lease, result: str) -> None:
-        """Queue the completion; flush when nothing else is waiting locally, or the batch is due."""
+        """Queue the completion. Nothing else waiting locally: flush now (the result
+        is reported at once). Else the heartbeat flushes it when the batch is due, so
+        this executor goes on to its next job instead of waiting for the round trip."""
         lease.finishing = True
         now = time.monotonic()
         with self._lock:
@@ -502,11 +504,16 @@ class Worker:
             if started_batch:
                 self._outbox_since = now
             self._outbox.append((lease, result))
-            due = len(self._outbox) >= FLUSH_MAX or now - self._outbox_since >= FLUSH_AGE_S
-        if due or self._ready.empty():
+            due = self._flush_due(now)
+        if self._ready.empty():
             self._flush()
-        elif started_batch:
-            self._beat_wake.set()  # the heartbeat flushes it if the next job turns out slow
+        elif started_batch or due:
+            self._beat_wake.set()
+
+    def _flush_due(self, now: float) -> bool:
+        return bool(self._outbox) and (
+            len(self._outbox) >= FLUSH_MAX or now - self._outbox_since >= FLUSH_AGE_S
+        )
 
     def _flush(self, *, patient: bool = True) -> None:
         """Send the queued completions in one pipeline.
@@ -620,7 +627,7 @@ class Worker:
             except Exception:  # this thread keeps every lease alive: it must not die
                 logger.exception("renewing leases failed")
                 retry_soon = True
-            if self._outbox and now - self._outbox_since >= FLUSH_AGE_S:
+            if self._flush_due(now):
                 self._flush(patient=False)  # results of short jobs wait on no slow one
             self._give_back_stuck(now)
             if now >= next_registry:
