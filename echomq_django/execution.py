@@ -60,6 +60,8 @@ from .engine.worker import Failure, Outcome, Success, failure_from_exception
 from .payload import Payload, PayloadError, rebuild_task, task_result
 
 logger = logging.getLogger("echomq.execution")
+# Built once: json.dumps with any option builds a new encoder per call.
+RESULT_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 class NonJSONReturnValue(TypeError):
@@ -136,20 +138,20 @@ def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
             )
         backoff = backend.options_for(task).retry_backoff_ms  # None: the worker's policy
         return replace(failure_from_exception(exc), retry=retry, backoff_ms=backoff)
-    object.__setattr__(result, "_return_value", json.loads(value))
+    object.__setattr__(result, "_return_value", None if value == "null" else json.loads(value))
     finish(sender, result, TaskResultStatus.SUCCESSFUL)
     return Success(value)
 
 
 def to_json(value: Any, limit: int) -> str:
     """The return value as the row stores it; a typed error when it cannot be stored."""
-    try:
-        text = json.dumps(normalize_json(value), separators=(",", ":"), allow_nan=False)
+    try:  # most tasks return nothing: "null" needs no encoder
+        text = "null" if value is None else RESULT_ENCODER.encode(normalize_json(value))
     except (TypeError, ValueError) as exc:
         raise NonJSONReturnValue(
             f"the return value ({type(value).__name__}) cannot be stored as JSON: {exc}"
         ) from exc
-    if len(text) > limit:  # ASCII (json.dumps escapes the rest): characters are bytes
+    if len(text) > limit:  # ASCII (the encoder escapes the rest): characters are bytes
         raise ReturnValueTooLarge(
             f"the return value is {len(text)} bytes as JSON, over the limit of {limit} "
             "(settings.ECHOMQ['MAX_PAYLOAD'])"

@@ -38,6 +38,10 @@ from .engine.jobs import Job
 VERSION = 1
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
+# Built once: json.dumps with any option builds a new encoder per call.
+PAYLOAD_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+VALUE_ENCODER = json.JSONEncoder(allow_nan=False)  # json.dumps(value, allow_nan=False)
+
 STATUS_OF_STATE = {
     "pending": TaskResultStatus.READY,
     "scheduled": TaskResultStatus.READY,
@@ -69,17 +73,14 @@ class Payload:
     idempotency_key: str | None = None
 
     def dumps(self) -> str:
-        data: dict[str, Any] = {
-            "v": VERSION,
-            "task": self.task,
-            "args": self.args,
-            "kwargs": self.kwargs,
-            "backend": self.backend,
-            "takes_context": self.takes_context,
-        }
-        if self.idempotency_key is not None:
-            data["idempotency_key"] = self.idempotency_key
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return dump_payload(
+            self.task,
+            self.args,
+            self.kwargs,
+            self.backend,
+            self.takes_context,
+            self.idempotency_key,
+        )
 
     @classmethod
     def loads(cls, text: str) -> Payload:
@@ -90,27 +91,71 @@ class Payload:
             raise PayloadError(f"the payload is not JSON: {exc}") from None
         if not isinstance(data, dict) or data.get("v") != VERSION:
             raise PayloadError(f"the payload is not a version {VERSION} EchoMQ task payload")
-        expected = {
-            "task": str,
-            "args": list,
-            "kwargs": dict,
-            "backend": str,
-            "takes_context": bool,
-            "idempotency_key": (str, type(None)),
-        }
-        for name, kind in expected.items():
-            if name in data and not isinstance(data[name], kind):
-                raise PayloadError(f"the payload's {name!r} has the wrong type")
-        if not data.get("task") or not data.get("backend"):
-            raise PayloadError("the payload names no task or no backend")
+        task, backend, key = data.get("task"), data.get("backend"), data.get("idempotency_key")
+        args, kwargs = data.get("args", []), data.get("kwargs", {})
+        takes_context = data.get("takes_context", False)
+        # What the backend writes passes this one test (json.loads makes exact types);
+        # anything else gets the field-by-field check and its precise message.
+        if not (
+            type(task) is str
+            and type(backend) is str
+            and type(args) is list
+            and type(kwargs) is dict
+            and type(takes_context) is bool
+            and (key is None or type(key) is str)
+            and task
+            and backend
+        ):
+            check_fields(data)
         return cls(
-            task=data["task"],
-            args=data.get("args", []),
-            kwargs=data.get("kwargs", {}),
-            backend=data["backend"],
-            takes_context=data.get("takes_context", False),
-            idempotency_key=data.get("idempotency_key"),
+            task=task,
+            args=args,
+            kwargs=kwargs,
+            backend=backend,
+            takes_context=takes_context,
+            idempotency_key=key,
         )
+
+
+def dump_payload(
+    task: str,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    backend: str,
+    takes_context: bool,
+    idempotency_key: str | None,
+) -> str:
+    """``Payload(...).dumps()`` without building the Payload (the enqueue path's form)."""
+    data: dict[str, Any] = {
+        "v": VERSION,
+        "task": task,
+        "args": args,
+        "kwargs": kwargs,
+        "backend": backend,
+        "takes_context": takes_context,
+    }
+    if idempotency_key is not None:
+        data["idempotency_key"] = idempotency_key
+    return PAYLOAD_ENCODER.encode(data)
+
+
+PAYLOAD_FIELDS = {
+    "task": str,
+    "args": list,
+    "kwargs": dict,
+    "backend": str,
+    "takes_context": bool,
+    "idempotency_key": (str, type(None)),
+}
+
+
+def check_fields(data: dict[str, Any]) -> None:
+    """Raise the ``PayloadError`` naming the first field of ``data`` that is wrong."""
+    for name, kind in PAYLOAD_FIELDS.items():
+        if name in data and not isinstance(data[name], kind):
+            raise PayloadError(f"the payload's {name!r} has the wrong type")
+    if not data.get("task") or not data.get("backend"):
+        raise PayloadError("the payload names no task or no backend")
 
 
 # -- values -> JSON ------------------------------------------------------------------
@@ -122,7 +167,7 @@ def to_json_value(value: Any, what: str) -> Any:
     Raises ``InvalidTaskArguments`` naming ``what`` when the value has no JSON form.
     """
     try:
-        return json.loads(json.dumps(normalize_json(value), allow_nan=False))
+        return json.loads(VALUE_ENCODER.encode(normalize_json(value)))
     except (TypeError, ValueError) as exc:
         raise InvalidTaskArguments(
             f"{what} cannot be stored as JSON ({type(value).__name__}): {exc}"
@@ -132,7 +177,25 @@ def to_json_value(value: Any, what: str) -> Any:
 def encode_arguments(
     args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> tuple[list[Any], dict[str, Any]]:
-    """Normalise args/kwargs the way Django does, checking each one before anything is sent."""
+    """Normalise args/kwargs the way Django does, checking each one before anything is sent.
+
+    The common case is one pass through JSON for all values, without normalize_json:
+    whatever the encoder accepts (dict, list, tuple, str, int, float, bool, None and
+    their subclasses), normalize_json would pass on for it to encode the same way.
+    Anything else (bytes, other mappings or sequences, a bad value) takes the
+    long way, one value at a time, so that the error names the argument.
+    """
+    if not args and not kwargs:
+        return [], {}
+    try:
+        values = json.loads(VALUE_ENCODER.encode([*args, *kwargs.values()]))
+    except Exception:
+        return encode_each(args, kwargs)
+    return values[: len(args)], dict(zip(kwargs, values[len(args) :], strict=True))
+
+
+def encode_each(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    """``encode_arguments`` one value at a time: the first that cannot be stored raises."""
     return (
         [to_json_value(value, f"positional argument {i}") for i, value in enumerate(args)],
         {
@@ -145,12 +208,18 @@ def encode_arguments(
 # -- times -----------------------------------------------------------------------------
 
 
-def from_server_us(us: int | None) -> datetime | None:
-    """A row timestamp (server µs) as Django shows times: aware UTC, or naive when USE_TZ=False."""
+def from_server_us(us: int | None, use_tz: bool | None = None) -> datetime | None:
+    """A row timestamp (server µs) as Django shows times: aware UTC, or naive when USE_TZ=False.
+
+    ``use_tz``: settings.USE_TZ when the caller has it at hand (reading a setting
+    costs more than the conversion itself).
+    """
     if us is None:
         return None
-    moment = EPOCH + timedelta(microseconds=us)
-    return moment if settings.USE_TZ else timezone.make_naive(moment)
+    moment = EPOCH + timedelta(0, 0, us)  # exact for every µs, unlike a float of seconds
+    if use_tz is None:
+        use_tz = settings.USE_TZ
+    return moment if use_tz else timezone.make_naive(moment)
 
 
 def due_ms(run_after: datetime | None) -> int:
@@ -282,26 +351,25 @@ def _rebuild(
 
 def task_result(job: Job, payload: Payload, task: Task) -> TaskResult:
     """The framework's view of a row, field by field."""
+    use_tz = settings.USE_TZ
     finished = job.state in ("completed", "dead")
+    started = from_server_us(job.started_at, use_tz)
     result = TaskResult(
         task=task,
         id=job.id,
         status=STATUS_OF_STATE[job.state],
-        enqueued_at=from_server_us(job.enqueued_at),
-        started_at=from_server_us(job.started_at),
-        last_attempted_at=from_server_us(job.last_attempted_at),
-        finished_at=from_server_us(job.finished_at) if finished else None,
+        enqueued_at=from_server_us(job.enqueued_at, use_tz),
+        started_at=started,
+        last_attempted_at=(  # the same moment on a first attempt: one datetime for both
+            started
+            if job.last_attempted_at == job.started_at
+            else from_server_us(job.last_attempted_at, use_tz)
+        ),
+        finished_at=from_server_us(job.finished_at, use_tz) if finished else None,
         args=payload.args,
         kwargs=payload.kwargs,
         backend=payload.backend,
-        errors=[
-            TaskError(
-                exception_class_path=str(error.get("exception_class_path", "")),
-                traceback=str(error.get("traceback", "")),
-            )
-            for error in job.error_list
-            if isinstance(error, dict)
-        ],
+        errors=task_errors(job) if job.errors else [],  # most rows have none: no parse
         worker_ids=list(job.worker_ids),
     )
     if job.state == "completed":
@@ -311,3 +379,14 @@ def task_result(job: Job, payload: Payload, task: Task) -> TaskResult:
             raise PayloadError(f"the result of job {job.id} is not JSON") from None
         object.__setattr__(result, "_return_value", value)
     return result
+
+
+def task_errors(job: Job) -> list[TaskError]:
+    return [
+        TaskError(
+            exception_class_path=str(error.get("exception_class_path", "")),
+            traceback=str(error.get("traceback", "")),
+        )
+        for error in job.error_list
+        if isinstance(error, dict)
+    ]
