@@ -36,8 +36,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
+from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
@@ -55,14 +56,24 @@ from .compat import (
 from .engine.errors import InvalidJobId, InvalidJobOptions
 from .engine.jobs import MAX_DELAY_MS, Job, NewJob
 from .engine.keyspace import validate_job_id, validate_queue_name
-from .payload import Payload, due_ms, encode_arguments, from_server_us, rebuild_task, task_result
+from .payload import (
+    Payload,
+    due_ms,
+    dump_payload,
+    encode_arguments,
+    from_server_us,
+    rebuild_task,
+    task_result,
+)
 
 Duration = int | float | timedelta
+K = TypeVar("K")
+V = TypeVar("V")
 
 JOB_OPTIONS = ("max_attempts", "lease", "retry_backoff", "result_ttl", "dead_ttl")
 OTHER_OPTIONS = ("ENQUEUE_ON_COMMIT", "TASK_MODULES")
+OPTIONS_MEMO_SIZE = 1024  # Tasks remembered per backend (options, and that they are valid)
 # Every key TASKS OPTIONS may hold: others are the system check error echomq.E004.
-OPTIONS_MEMO_SIZE = 1024
 KNOWN_OPTIONS = frozenset({o.upper() for o in JOB_OPTIONS} | set(OTHER_OPTIONS))
 
 
@@ -168,6 +179,7 @@ class EchoMQBackend(BaseTaskBackend):
         # check` itself: the problems are reported by check() and raised on enqueue.
         self.problems = self.configuration_problems()
         self._options: dict[Task, JobOptions] = {}
+        self._valid: dict[tuple[Task, bool], bool] = {}
         self.job_options = JobOptions()
         if not self.problems:
             self.job_options = JobOptions.parse(
@@ -221,7 +233,24 @@ class EchoMQBackend(BaseTaskBackend):
     # -- validation -----------------------------------------------------------------
 
     def validate_task(self, task: Task) -> None:
-        """Django's checks, plus a valid engine queue name, job options and idempotency key."""
+        """Django's checks, plus a valid engine queue name, job options and idempotency key.
+
+        A Task that passed is remembered (Django checks each Task when it is built and
+        again on every enqueue). Keyed with settings.USE_TZ, the one setting Django's
+        checks read; a change of TASKS builds a new backend, with an empty memo.
+        """
+        key = (task, settings.USE_TZ)
+        try:
+            if key in self._valid:
+                return
+        except TypeError:  # a Task subclass with an unhashable field: no memo
+            self.validate_uncached(task)
+            return
+        self.validate_uncached(task)
+        remember(self._valid, key, True)
+
+    def validate_uncached(self, task: Task) -> None:
+        """Every check, every time (``validate_task`` is this, remembered)."""
         super().validate_task(task)
         key = getattr(task, "idempotency_key", None)
         try:
@@ -244,10 +273,7 @@ class EchoMQBackend(BaseTaskBackend):
         except TypeError:  # a Task subclass with an unhashable field: no memo
             return self.parse_options(task)
         if options is None:
-            options = self.parse_options(task)
-            if len(self._options) >= OPTIONS_MEMO_SIZE:
-                self._options.clear()
-            self._options[task] = options
+            options = remember(self._options, task, self.parse_options(task))
         return options
 
     def parse_options(self, task: Task) -> JobOptions:
@@ -306,22 +332,16 @@ class EchoMQBackend(BaseTaskBackend):
         return job, result
 
     def new_job(self, task: Task, args: list[Any], kwargs: dict[str, Any]) -> NewJob:
-        payload = Payload(
-            task=task.module_path,
-            args=args,
-            kwargs=kwargs,
-            backend=self.alias,
-            takes_context=task.takes_context,
-            idempotency_key=getattr(task, "idempotency_key", None),
-        )
+        path = task.module_path
+        key = getattr(task, "idempotency_key", None)
         run_after: datetime | None = task.run_after
         return NewJob(
-            payload=payload.dumps(),
-            task=task.module_path,
+            payload=dump_payload(path, args, kwargs, self.alias, task.takes_context, key),
+            task=path,
             priority=int(task.priority),
             due_ms=due_ms(run_after),
             run_after=run_after.isoformat() if run_after is not None else "",
-            idempotency_key=payload.idempotency_key,
+            idempotency_key=key,
             **self.options_for(task).new_job_fields(),
         )
 
@@ -379,3 +399,11 @@ class EchoMQBackend(BaseTaskBackend):
         """The row as a TaskResult (``PayloadError`` when it names no loaded task)."""
         payload = Payload.loads(job.payload)
         return task_result(job, payload, rebuild_task(job, payload, self.task_modules))
+
+
+def remember(memo: dict[K, V], key: K, value: V) -> V:
+    """Store ``value`` in a bounded memo (emptied when full) and return it."""
+    if len(memo) >= OPTIONS_MEMO_SIZE:
+        memo.clear()
+    memo[key] = value
+    return value
