@@ -540,9 +540,11 @@ class Worker:
                 return
             if not isinstance(exc, ServerUnavailable):  # else shutdown's grace gave up
                 logger.exception("completing %d job(s) failed", len(batch))
-            for lease, _ in batch:  # the reaper returns them after their lease
-                self._forget(lease)
+            self._forget(
+                *(lease for lease, _ in batch)
+            )  # the reaper returns them after their lease
             return
+        completed = 0
         for (lease, _), reply in zip(batch, replies):
             if isinstance(reply, StaleToken):
                 self._count("stale")
@@ -550,9 +552,11 @@ class Worker:
             elif isinstance(reply, Exception):
                 self._log_job(lease, f"could not be completed: {reply!r}", logging.ERROR)
             else:
-                self._count("completed")
+                completed += 1
                 self._log_job(lease, "completed", logging.INFO)
-            self._forget(lease)
+        with self._lock:
+            self.stats.completed += completed
+        self._forget(*(lease for lease, _ in batch))
 
     def _fail(self, lease: _Lease, failure: Failure) -> None:
         lease.finishing = True
@@ -596,9 +600,11 @@ class Worker:
             self._log_job(lease, "finished after it was released at shutdown; discarded")
         self._forget(lease)
 
-    def _forget(self, lease: _Lease) -> None:
+    def _forget(self, *leases: _Lease) -> None:
+        """Let go of held jobs; the fetcher is woken once, not once per job."""
         with self._room:
-            if self._held.pop(lease.key, None) is not None:
+            gone = [self._held.pop(lease.key, None) for lease in leases]
+            if any(lease is not None for lease in gone):
                 self._room.notify_all()
 
     def _log_job(self, lease: _Lease, what: str, level: int = logging.WARNING) -> None:

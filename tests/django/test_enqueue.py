@@ -381,17 +381,23 @@ def test_backends_never_connect_until_used(settings):
 
 
 def test_enqueue_is_exactly_one_script_call(echomq, monkeypatch):
-    import redis
+    from redis.connection import AbstractConnection
 
     tasks.add.enqueue(0, 0)  # loads the script and registers the queue, once per process
     sent = []
-    execute_command = redis.Redis.execute_command
+    pack_command, pack_commands = AbstractConnection.pack_command, AbstractConnection.pack_commands
 
-    def counting(self, *args, **options):
+    def one(self, *args):
         sent.append(args[0])
-        return execute_command(self, *args, **options)
+        return pack_command(self, *args)
 
-    monkeypatch.setattr(redis.Redis, "execute_command", counting)
+    def many(self, commands):
+        sent.extend(command[0] for command in commands)
+        return pack_commands(self, commands)
+
+    # Everything any connection sends is packed by one of these two.
+    monkeypatch.setattr(AbstractConnection, "pack_command", one)
+    monkeypatch.setattr(AbstractConnection, "pack_commands", many)
     tasks.echo.using(priority=3).enqueue({"a": [1, 2]}, b=None)
     assert sent == ["EVALSHA"]
 

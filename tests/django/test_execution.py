@@ -85,13 +85,19 @@ def test_a_raising_task_fails_after_max_attempts_with_each_error(jobs, work):
 
 
 def test_priority_order_higher_first(jobs, work):
-    ids = {
-        priority: tasks.echo.using(priority=priority).enqueue(priority).id
-        for priority in (-10, 50, 0, 100, -100)
-    }
-    work()
-    finished = sorted(ids, key=lambda p: tasks.echo.get_result(ids[p]).finished_at)
-    assert finished == [100, 50, 0, -10, -100]
+    started = []
+
+    def record(sender, task_result, **kwargs):
+        started.append(task_result.args[0])
+
+    for priority in (-10, 50, 0, 100, -100):
+        tasks.echo.using(priority=priority).enqueue(priority)
+    task_started.connect(record)
+    try:
+        work()  # one executor: jobs start one after another, in claim order
+    finally:
+        task_started.disconnect(record)
+    assert started == [100, 50, 0, -10, -100]
 
 
 def test_run_after_defers_and_never_blocks_ready_work(jobs, work):
