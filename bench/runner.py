@@ -181,7 +181,10 @@ def raw_limits(url, cfg):
 # -- orchestration ---------------------------------------------------------------
 
 
-def run(cfg, adapters, url, res: Results):
+PHASES = ("raw", "enq1", "enqbulk", "proc1", "proc2", "count", "lat", "scale")
+
+
+def run(cfg, adapters, url, res: Results, only=PHASES):
     r = common.client(url)
     labels = {}  # adapter key -> list of (label, variant)
     for a in adapters:
@@ -231,6 +234,8 @@ def run(cfg, adapters, url, res: Results):
         ("scale", m_scale, False),
     ]
     for phase, fn, wv in phases:
+        if phase not in only:
+            continue
         log(f"phase {phase}")
         each_lib(phase, fn, wv)
     common.reset(r)
@@ -596,6 +601,11 @@ def main(argv=None):
     ap.add_argument("--libs", default=",".join(ORDER), help="comma list, default: all")
     ap.add_argument("--reps", type=int, help="repetitions (default 3)")
     ap.add_argument(
+        "--phases",
+        default=",".join(PHASES),
+        help=f"comma list of measurements to run, default: all ({', '.join(PHASES)})",
+    )
+    ap.add_argument(
         "--output",
         default=str(common.BENCH_DIR / "RESULTS.md"),
         help="Markdown file to write (default bench/RESULTS.md); '-' for stdout only",
@@ -608,6 +618,9 @@ def main(argv=None):
     unknown = [k for k in wanted if k not in ORDER]
     if unknown:
         ap.error(f"unknown libraries {unknown}; known: {', '.join(ORDER)}")
+    only = [p.strip() for p in args.phases.split(",") if p.strip()]
+    if set(only) - set(PHASES):
+        ap.error(f"unknown phases {sorted(set(only) - set(PHASES))}; known: {', '.join(PHASES)}")
 
     t_start = time.monotonic()
     srv = server.start()
@@ -632,7 +645,7 @@ def main(argv=None):
                 continue
             adapters.append(a)
         res = Results()
-        labels = run(cfg, adapters, url, res)
+        labels = run(cfg, adapters, url, res, only)
         versions = {a.key: a.version() for a in adapters}
         meta = {
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
