@@ -13,8 +13,9 @@ import os
 import re
 import ssl
 import threading
+import weakref
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -161,6 +162,9 @@ def translate_error(exc: Exception) -> Exception:
         match = _CODE.search(message)
         if match and match.group(1) in _ERROR_CODES:
             return _ERROR_CODES[match.group(1)](match.group(2))
+        # A script calling a command the ACL user may not run: the rights, not the script.
+        if "ACL failure in script" in message or message.startswith("NOPERM"):
+            return AccessDenied(message)
         # redis-py strips the "OOM" prefix and raises OutOfMemoryError (a ResponseError).
         if isinstance(exc, redis.exceptions.OutOfMemoryError) or message.startswith("OOM"):
             return ServerOutOfMemory(message)
@@ -176,44 +180,85 @@ class _Connections:
     CPU per call on top of the round trip (pool bookkeeping, metrics hooks, the
     retry wrapper): as much as the round trip itself on a local server. The
     connections are built from the client's pool settings (TLS, ACL user,
-    password, timeouts, unix socket), and redis-py still does the socket work: on
-    any error it disconnects, so a connection comes back clean or closed (and then
-    reconnects on its next use). Like redis-py's pool, a connection is polled
-    (about 1 µs) before each use, so one the server closed meanwhile (a restart,
-    an idle timeout) is replaced instead of failing the call. After a fork the
-    parent's connections are dropped.
+    password, timeouts, unix socket, ``max_connections``), and redis-py still
+    does the socket work. A call that did not read its whole reply (a timeout, an
+    interrupt) disconnects its connection, so a late reply is never read as the
+    next call's. Like redis-py's pool, a connection is polled (about 1 µs) before
+    each use, so one the server closed meanwhile (a restart, an idle timeout) is
+    replaced instead of failing the call. After a fork the parent's are dropped.
     """
 
     def __init__(self, pool: redis.ConnectionPool) -> None:
         self._pool = pool
+        self._lock = threading.Lock()  # only around making one
+        self._reset()
+
+    def _reset(self) -> None:
         self._idle: deque[Any] = deque()
+        self._all: weakref.WeakSet[Any] = weakref.WeakSet()  # idle and in use, for close()
         self._pid = os.getpid()
 
-    def take(self) -> Any:
-        if self._pid != os.getpid():  # forked: those sockets are the parent's
-            self._idle, self._pid = deque(), os.getpid()
+    def call(self, exchange: Callable[[Any], Any]) -> Any:
+        """``exchange(connection)``: its sends and reads, on a connection of its own."""
+        conn = self._take()
         try:
-            conn = self._idle.pop()  # deque.pop/append are atomic: no lock
+            return exchange(conn)
+        except redis.ResponseError:  # an error reply was read whole: still in step
+            raise
+        except BaseException:
+            conn.disconnect()  # a reply may still be on its way
+            raise
+        finally:
+            self._idle.append(conn)  # deque.pop/append are atomic: no lock
+
+    def _take(self) -> Any:
+        if self._pid != os.getpid():  # forked: those sockets are the parent's
+            self._reset()
+        try:
+            conn = self._idle.pop()
         except IndexError:
-            return self._pool.connection_class(**self._pool.connection_kwargs)
+            return self._make()
         _drop_if_stale(conn)
         return conn
 
-    def give(self, conn: Any) -> None:
-        self._idle.append(conn)
+    def _make(self) -> Any:
+        with self._lock:
+            if len(self._all) >= self._pool.max_connections:
+                raise redis.ConnectionError("Too many connections (max_connections)")
+            conn = self._pool.connection_class(**self._pool.connection_kwargs)
+            self._all.add(conn)
+        return conn
 
     def close(self) -> None:
-        while self._idle:
-            self._idle.pop().disconnect()
+        """Disconnect them all, in use or not (as ``pool.disconnect()`` does)."""
+        for conn in list(self._all):
+            conn.disconnect()
 
 
 def _drop_if_stale(conn: Any) -> None:
     """Disconnect a connection the server closed (or that holds a stray reply)."""
     try:
-        if conn.is_connected and conn.can_read():
+        if getattr(conn, "_sock", None) is not None and conn.can_read():
             conn.disconnect()
     except (redis.ConnectionError, redis.TimeoutError, OSError):
         conn.disconnect()
+
+
+def _own_connections(client: redis.Redis | redis.RedisCluster) -> _Connections | None:
+    """Connections of our own for script calls, where nothing of redis-py's pool is lost.
+
+    Not on a cluster (the cluster client routes by slot), and not when the pool
+    does more than hand out connections: a BlockingConnectionPool (it waits for a
+    free one), RESP3 (push notifications the pool handles), a credential provider
+    (the pool re-authenticates its connections).
+    """
+    pool = getattr(client, "connection_pool", None)
+    if type(pool) is not redis.ConnectionPool:
+        return None
+    kwargs = pool.connection_kwargs
+    if str(kwargs.get("protocol") or 2) == "3" or kwargs.get("credential_provider"):
+        return None
+    return _Connections(pool)
 
 
 class Connector:
@@ -223,7 +268,7 @@ class Connector:
         self.client = client
         self.url = url
         self.is_cluster = isinstance(client, redis.RedisCluster)
-        self._connections = None if self.is_cluster else _Connections(client.connection_pool)
+        self._connections = _own_connections(client)
         self.script_loads = 0
         # SHA -> how many times this connector loaded it. A call notes the count
         # before it is sent; on NOSCRIPT it loads only if the count has not moved,
@@ -276,12 +321,7 @@ class Connector:
     def _command(self, command: tuple[Any, ...]) -> Any:
         if self._connections is None:
             return self.client.execute_command(*command)
-        conn = self._connections.take()
-        try:
-            conn.send_command(*command)
-            return conn.read_response()
-        finally:
-            self._connections.give(conn)
+        return self._connections.call(lambda conn: _exchange(conn, command))
 
     def run_many(self, calls: Sequence[Call]) -> list[Any]:
         """Pipeline many script calls in one round trip.
@@ -306,14 +346,11 @@ class Connector:
         return [translate_error(r) if isinstance(r, Exception) else r for r in replies]
 
     def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
-        if self._connections is None:
+        if self._connections is not None:
+            return self._connections.call(lambda conn: _exchange_many(conn, calls))
+        if self.is_cluster:
             return self._cluster_pipeline(calls)
-        conn = self._connections.take()
-        try:
-            conn.send_packed_command(conn.pack_commands([_evalsha(call) for call in calls]))
-            return [_reply(conn) for _ in calls]
-        finally:
-            self._connections.give(conn)
+        return self._node_pipeline(self.client, calls)
 
     @staticmethod
     def _node_pipeline(client: redis.Redis, calls: Iterable[Call]) -> list[Any]:
@@ -377,6 +414,16 @@ class Connector:
         if self._connections is not None:
             self._connections.close()
         self.client.close()
+
+
+def _exchange(conn: Any, command: tuple[Any, ...]) -> Any:
+    conn.send_command(*command)
+    return conn.read_response()
+
+
+def _exchange_many(conn: Any, calls: Sequence[Call]) -> list[Any]:
+    conn.send_packed_command(conn.pack_commands([_evalsha(call) for call in calls]))
+    return [_reply(conn) for _ in calls]
 
 
 def _evalsha(call: Call) -> tuple[Any, ...]:

@@ -24,11 +24,11 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from . import script
 from .connector import Call, Connector, translate_error
-from .errors import CorruptRow, InvalidJobOptions, PayloadTooLarge
+from .errors import CorruptRow, InvalidJobOptions, PayloadTooLarge, ScriptError
 from .keyspace import (
     QUEUES_KEY,
     STATES,
@@ -38,6 +38,7 @@ from .keyspace import (
     validate_worker_id,
 )
 
+T = TypeVar("T")
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
 DEFAULT_MAX_ATTEMPTS = 3
 DEFAULT_LEASE_MS = 30_000
@@ -47,7 +48,10 @@ DEFAULT_MAX_PAYLOAD = 512 * 1024
 SWEEP_LIMIT = 1000  # jobs per reap/promote/trim call: no script blocks the server for long
 SWEEP_MAX = 10_000  # the most a caller may ask per call (0 or less would mean "no bound" to Lua)
 PAGE_MAX = 500
-BATCH_MAX = 500  # jobs per batched enqueue/complete script call (bounds its run time)
+# A batched enqueue/complete script call carries at most this many jobs, and
+# payloads/results of at most about this many bytes: its run time blocks the server.
+BATCH_MAX = 500
+BATCH_BYTES = 1 << 20
 # The longest retention or retry delay (~34 years): now + it stays an exact integer that
 # Lua's '%d' can format (a larger one wrapped to a negative score: due at once).
 MAX_DELAY_MS = 2**40
@@ -387,7 +391,7 @@ class Jobs:
         keys = QueueKeys.of(queue)
         jobs = [job.validate(self.max_payload) for job in jobs]
         self.register_queue(queue)
-        batches = [jobs[i : i + BATCH_MAX] for i in range(0, len(jobs), BATCH_MAX)]
+        batches = _batches(jobs, lambda job: len(job.payload))
         calls = [self._enqueue_call(keys, batch) for batch in batches]
         stored: list[Any] = []
         for batch, reply in zip(batches, self.connector.run_many(calls)):
@@ -469,9 +473,9 @@ class Jobs:
         for n, item in enumerate(items):
             by_queue.setdefault(item[0].queue, []).append(n)
         batches = [
-            indexes[start : start + BATCH_MAX]
+            batch
             for indexes in by_queue.values()
-            for start in range(0, len(indexes), BATCH_MAX)
+            for batch in _batches(indexes, lambda n: len(items[n][3]))
         ]
         calls = [self._complete_call([items[n] for n in batch]) for batch in batches]
         replies: list[int | Exception] = [0] * len(items)
@@ -714,11 +718,30 @@ class Jobs:
         return Page(int(reply[0]), entries)
 
 
+def _batches(items: Sequence[T], size: Callable[[T], int]) -> list[list[T]]:
+    """``items`` in order, cut into script calls of at most BATCH_MAX and ~BATCH_BYTES."""
+    batches: list[list[T]] = []
+    current: list[T] = []
+    total = 0
+    for item in items:
+        n = size(item)
+        if current and (len(current) == BATCH_MAX or total + n > BATCH_BYTES):
+            batches.append(current)
+            current, total = [], 0
+        current.append(item)
+        total += n
+    if current:
+        batches.append(current)
+    return batches
+
+
 def _per_job(reply: Any, n: int, parse: Callable[[Any], Any]) -> list[Any]:
     """A batch script's reply as one value per job: its entry parsed, its typed error,
     or the whole call's error."""
     if isinstance(reply, Exception):
         return [reply] * n
+    if not isinstance(reply, list) or len(reply) != n:
+        return [ScriptError(f"expected {n} entries from a batch script, got {reply!r:.80}")] * n
     return [translate_error(r) if isinstance(r, Exception) else parse(r) for r in reply]
 
 

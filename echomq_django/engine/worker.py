@@ -544,8 +544,11 @@ class Worker:
                 *(lease for lease, _ in batch)
             )  # the reaper returns them after their lease
             return
-        completed = 0
-        for (lease, _), reply in zip(batch, replies):
+        completed, not_run = 0, []
+        for (lease, result), reply in zip(batch, replies):
+            if isinstance(reply, ServerUnavailable):  # refused unrun (READONLY, TRYAGAIN)
+                not_run.append((lease, result))
+                continue
             if isinstance(reply, StaleToken):
                 self._count("stale")
                 self._log_job(lease, f"finished but its lease was lost ({reply}); not completed")
@@ -556,7 +559,12 @@ class Worker:
                 self._log_job(lease, "completed", logging.INFO)
         with self._lock:
             self.stats.completed += completed
-        self._forget(*(lease for lease, _ in batch))
+            if not_run:  # sent again with the next flush, in FLUSH_AGE_S
+                if not self._outbox:
+                    self._outbox_since = time.monotonic()
+                self._outbox[:0] = not_run
+        resend = {lease.key for lease, _ in not_run}
+        self._forget(*(lease for lease, _ in batch if lease.key not in resend))
 
     def _fail(self, lease: _Lease, failure: Failure) -> None:
         lease.finishing = True

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
 
@@ -14,6 +16,7 @@ from echomq_django.engine import connector as connector_module
 from echomq_django.engine import script
 from echomq_django.engine.connector import Call, Connector, mask_url, translate_error
 from echomq_django.engine.errors import (
+    AccessDenied,
     InvalidURL,
     JobExists,
     JobNotFound,
@@ -113,6 +116,10 @@ def test_mask_url_hides_every_password(url, masked):
         ("EMQSTATE job x is active, not scheduled", WrongState),
         ("ERR user_script:1: Script attempted to access nonexistent global variable", ScriptError),
         ("EMQUNKNOWN something", ScriptError),
+        (
+            "ACL failure in script: User emq has no permissions to run the 'incrby' command",
+            AccessDenied,
+        ),
     ],
 )
 def test_script_error_replies_map_to_typed_errors(reply, error):
@@ -213,3 +220,71 @@ def test_a_silent_server_is_server_unavailable_not_a_hang(monkeypatch):
                     call.result(timeout=5)
             finally:
                 jobs.connector.close()
+
+
+# -- the connector's own connections (script calls, not redis-py's client layer) -------
+
+ECHO = script.Script("echo", "return ARGV[1]")
+SLOW = script.Script(
+    "slow", "local x = 0 for i = 1, tonumber(ARGV[1]) do x = x + i end return ARGV[2]"
+)
+
+
+def test_an_interrupted_call_never_hands_its_reply_to_the_next(standalone, url, monkeypatch):
+    """A call cut off between its send and its reply (an interrupt, a timeout) drops its
+    connection: the late reply must never be read as the next call's."""
+    connector = Connector.from_url(url)
+    connector.run(ECHO, ["k"], ["warm"])
+    connector.run(SLOW, ["k"], [10, "warm"])
+    read = redis.connection.Connection.read_response
+    armed = [True]
+
+    def interrupted(self, *args, **kwargs):
+        if armed[0]:
+            armed[0] = False
+            raise KeyboardInterrupt  # as if Ctrl-C landed while the reply was on its way
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(redis.connection.Connection, "read_response", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        connector.run(SLOW, ["k"], [3_000_000, "the interrupted call's reply"])
+    assert connector.run(ECHO, ["k"], ["mine"]) == "mine"
+    assert connector.run_many([Call(ECHO, ["k"], [str(i)]) for i in range(3)]) == ["0", "1", "2"]
+    connector.close()
+
+
+def test_max_connections_bounds_the_script_connections(standalone, url):
+    """``max_connections`` (ECHOMQ OPTIONS) holds for script calls: past it, a call is
+    refused as ServerUnavailable, as redis-py's own pool refuses it."""
+    connector = Connector.from_url(url, max_connections=2)
+    connector.run(ECHO, ["k"], ["warm"])
+
+    def call(i: int) -> str:
+        try:
+            return connector.run(SLOW, ["k"], [200_000, str(i)])
+        except ServerUnavailable as exc:
+            return f"refused: {exc}"
+
+    with ThreadPoolExecutor(8) as pool:
+        replies = list(pool.map(call, range(24)))
+    assert any(r.startswith("refused") and "max_connections" in r for r in replies)
+    assert sum(not r.startswith("refused") for r in replies) >= 2
+    assert len(connector._connections._all) <= 2
+    connector.close()
+
+
+def test_close_disconnects_connections_in_use_too(standalone, url):
+    """As ``pool.disconnect()`` does: a call in flight when the connector closes fails
+    (ServerUnavailable) instead of leaving its connection open after close()."""
+    connector = Connector.from_url(url)
+    connector.run(SLOW, ["k"], [10, "warm"])
+    with ThreadPoolExecutor(1) as pool:
+        in_flight = pool.submit(connector.run, SLOW, ["k"], [5_000_000, "late"])
+        time.sleep(0.05)
+        connector.close()
+        with contextlib.suppress(ServerUnavailable):
+            in_flight.result()
+    made = list(connector._connections._all)
+    assert made and all(getattr(conn, "_sock", None) is None for conn in made)
+    assert connector.run(ECHO, ["k"], ["after close"]) == "after close"  # reconnects on use
+    connector.close()

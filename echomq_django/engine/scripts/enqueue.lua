@@ -26,13 +26,21 @@ local n = tonumber(ARGV[1])
 local seq = redis.call('INCRBY', KEYS[3], n) - n
 local reply, stored = {}, 0
 
+-- The job holding the key, if it is still live; or the error of a key of another
+-- type planted there (pcall: a refusal of this job before its first write, not an
+-- abort of the batch halfway).
 local function held_by(idem)
-  local holder = redis.call('GET', idem)
-  if holder then
-    local state = redis.call('HGET', row_key(holder), 'state')
-    if state == 'pending' or state == 'scheduled' or state == 'active' then
-      return {holder, state, 0, redis.call('HGET', row_key(holder), 'enqueued_at') or ''}
-    end
+  local holder = redis.pcall('GET', idem)
+  if type(holder) ~= 'string' then
+    return holder or nil
+  end
+  local row = redis.pcall('HMGET', row_key(holder), 'state', 'enqueued_at')
+  if row.err then
+    return row
+  end
+  local state = row[1]
+  if state == 'pending' or state == 'scheduled' or state == 'active' then
+    return {holder, state, 0, row[2] or ''}
   end
 end
 
