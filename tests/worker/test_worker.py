@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 
 import pytest
+import redis
 
+from echomq_django.embedded import EmbeddedServer, free_port
 from echomq_django.engine import registry
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.retry_policy import RetryPolicy
 from echomq_django.engine.worker import Failure, Success, Worker, error_json
+from tests import servers
 from tests.worker.conftest import RunningWorker, wait_until
 from tests.worker.proxy import FreezableProxy
 
@@ -397,3 +401,34 @@ def test_an_unreadable_registry_entry_does_not_hide_the_other_workers(jobs, redi
     redis_client.delete("emq:worker:bad:2")
     redis_client.set("emq:worker:bad:2", "planted")  # not a hash
     assert [w.id for w in registry.list_workers(jobs.connector)] == ["good:1"]
+
+
+def test_completions_refused_by_a_demoted_primary_are_sent_again():
+    """READONLY on a flush (a failover behind a fixed address): those completions did
+    not run. They are sent again once the server takes writes, never forgotten (a
+    forgotten one would leave its job active, to run a second time after its lease)."""
+    own = EmbeddedServer(binary=servers.valkey_binary(), appendonly=False).start()
+    admin = redis.Redis.from_url(own.url)
+    try:
+        jobs = Jobs(Connector.from_url(own.url))
+        enqueue(jobs, n=20)
+        ran: Counter[str] = Counter()
+        demoted = threading.Event()
+
+        def handler(claimed):
+            ran[claimed.id] += 1
+            if not demoted.is_set():
+                demoted.set()
+                admin.replicaof("127.0.0.1", free_port())  # a primary that never answers
+                threading.Timer(0.5, admin.replicaof, ("NO", "ONE")).start()
+            time.sleep(0.01)
+            return Success()
+
+        worker = Worker(jobs, ["q"], handler, lease_ms=60_000, burst=True, grace_s=5)
+        stats = RunningWorker(worker).stats(timeout=20)
+        assert demoted.is_set()
+        assert jobs.stats("q").counts["completed"] == 20
+        assert stats.completed == 20 and sorted(ran.values()) == [1] * 20
+    finally:
+        admin.close()
+        own.stop()
