@@ -293,11 +293,12 @@ class EchoMQBackend(BaseTaskBackend):
     def enqueue_many(
         self, task: Task, arguments: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]
     ) -> list[TaskResult]:
-        """Enqueue one job of ``task`` per ``(args, kwargs)``, in one pipelined round trip.
+        """Enqueue one job of ``task`` per ``(args, kwargs)``, in one round trip.
 
-        Every job is validated before anything is sent; each is still its own
-        script call (atomic alone, not as a group). With ENQUEUE_ON_COMMIT inside
-        an atomic block they are sent together when the transaction commits.
+        Every job is validated before anything is sent. The engine stores up to 500
+        jobs per script call, each job checked as if alone (a refused one does not
+        stop the others). With ENQUEUE_ON_COMMIT inside an atomic block they are
+        sent together when the transaction commits.
         """
         self.ensure_configured()
         self.validate_task(task)

@@ -1,7 +1,7 @@
 """EchoMQ through the path a user gets: the Django Tasks backend and ``runworker``.
 
 Enqueue is ``task.enqueue()`` (one EVALSHA) and the backend's ``enqueue_many``
-(one pipelined round trip per batch); workers are ``runworker`` processes that
+(one round trip per batch: a script call per 500 jobs); workers are ``runworker`` processes that
 run each job as a Django Task. Item 6 times the engine itself: claim+complete
 cycles with 10^4 vs 10^6 jobs pending, and one admin list page (``Jobs.page``,
 50 rows, what the admin's list view reads) over a set of 10^6.
@@ -24,7 +24,7 @@ class EchoMQAdapter(PythonPeer):
     key = "echomq"
     name = "EchoMQ"
     module = "echomq_django.engine.jobs"
-    bulk_api = "EchoMQBackend.enqueue_many (one pipeline of enqueue scripts per batch)"
+    bulk_api = "EchoMQBackend.enqueue_many (one enqueue script call per 500 jobs, one round trip)"
     variants = (1, 4)  # runworker --concurrency; the best median is reported
     notes = (
         "EchoMQ: `python -m django runworker bench --concurrency C -v 0` per worker process "
@@ -85,7 +85,7 @@ class EchoMQAdapter(PythonPeer):
     # -- item 6: how cost grows with work --------------------------------------------
 
     def claim_complete_rate(self, pending, n):
-        """Jobs/s of claim (batches of 100) + pipelined completes with ``pending`` waiting."""
+        """Jobs/s of claim (batches of 100) + a batched complete with ``pending`` waiting."""
         self.prefill(pending)
         jobs = self._jobs
         done = 0

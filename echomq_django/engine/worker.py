@@ -516,7 +516,7 @@ class Worker:
         )
 
     def _flush(self, *, patient: bool = True) -> None:
-        """Send the queued completions in one pipeline.
+        """Send the queued completions in one round trip (one complete call per queue).
 
         ``patient`` (executors) rides out an outage here; the heartbeat is not
         patient: it puts the batch back and goes on renewing leases.
