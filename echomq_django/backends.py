@@ -59,7 +59,6 @@ from .engine.keyspace import validate_job_id, validate_queue_name
 from .payload import (
     Payload,
     due_ms,
-    dump_payload,
     encode_arguments,
     from_server_us,
     rebuild_task,
@@ -333,16 +332,22 @@ class EchoMQBackend(BaseTaskBackend):
         return job, result
 
     def new_job(self, task: Task, args: list[Any], kwargs: dict[str, Any]) -> NewJob:
-        path = task.module_path
-        key = getattr(task, "idempotency_key", None)
+        payload = Payload(
+            task=task.module_path,
+            args=args,
+            kwargs=kwargs,
+            backend=self.alias,
+            takes_context=task.takes_context,
+            idempotency_key=getattr(task, "idempotency_key", None),
+        )
         run_after: datetime | None = task.run_after
         return NewJob(
-            payload=dump_payload(path, args, kwargs, self.alias, task.takes_context, key),
-            task=path,
+            payload=payload.dumps(),
+            task=payload.task,
             priority=int(task.priority),
             due_ms=due_ms(run_after),
             run_after=run_after.isoformat() if run_after is not None else "",
-            idempotency_key=key,
+            idempotency_key=payload.idempotency_key,
             **self.options_for(task).new_job_fields(),
         )
 

@@ -73,14 +73,17 @@ class Payload:
     idempotency_key: str | None = None
 
     def dumps(self) -> str:
-        return dump_payload(
-            self.task,
-            self.args,
-            self.kwargs,
-            self.backend,
-            self.takes_context,
-            self.idempotency_key,
-        )
+        data: dict[str, Any] = {
+            "v": VERSION,
+            "task": self.task,
+            "args": self.args,
+            "kwargs": self.kwargs,
+            "backend": self.backend,
+            "takes_context": self.takes_context,
+        }
+        if self.idempotency_key is not None:
+            data["idempotency_key"] = self.idempotency_key
+        return PAYLOAD_ENCODER.encode(data)
 
     @classmethod
     def loads(cls, text: str) -> Payload:
@@ -91,52 +94,15 @@ class Payload:
             raise PayloadError(f"the payload is not JSON: {exc}") from None
         if not isinstance(data, dict) or data.get("v") != VERSION:
             raise PayloadError(f"the payload is not a version {VERSION} EchoMQ task payload")
-        task, backend, key = data.get("task"), data.get("backend"), data.get("idempotency_key")
-        args, kwargs = data.get("args", []), data.get("kwargs", {})
-        takes_context = data.get("takes_context", False)
-        # What the backend writes passes this one test (json.loads makes exact types);
-        # anything else gets the field-by-field check and its precise message.
-        if not (
-            type(task) is str
-            and type(backend) is str
-            and type(args) is list
-            and type(kwargs) is dict
-            and type(takes_context) is bool
-            and (key is None or type(key) is str)
-            and task
-            and backend
-        ):
-            check_fields(data)
+        check_fields(data)
         return cls(
-            task=task,
-            args=args,
-            kwargs=kwargs,
-            backend=backend,
-            takes_context=takes_context,
-            idempotency_key=key,
+            task=data["task"],
+            args=data.get("args", []),
+            kwargs=data.get("kwargs", {}),
+            backend=data["backend"],
+            takes_context=data.get("takes_context", False),
+            idempotency_key=data.get("idempotency_key"),
         )
-
-
-def dump_payload(
-    task: str,
-    args: list[Any],
-    kwargs: dict[str, Any],
-    backend: str,
-    takes_context: bool,
-    idempotency_key: str | None,
-) -> str:
-    """``Payload(...).dumps()`` without building the Payload (the enqueue path's form)."""
-    data: dict[str, Any] = {
-        "v": VERSION,
-        "task": task,
-        "args": args,
-        "kwargs": kwargs,
-        "backend": backend,
-        "takes_context": takes_context,
-    }
-    if idempotency_key is not None:
-        data["idempotency_key"] = idempotency_key
-    return PAYLOAD_ENCODER.encode(data)
 
 
 PAYLOAD_FIELDS = {
@@ -353,18 +319,13 @@ def task_result(job: Job, payload: Payload, task: Task) -> TaskResult:
     """The framework's view of a row, field by field."""
     use_tz = settings.USE_TZ
     finished = job.state in ("completed", "dead")
-    started = from_server_us(job.started_at, use_tz)
     result = TaskResult(
         task=task,
         id=job.id,
         status=STATUS_OF_STATE[job.state],
         enqueued_at=from_server_us(job.enqueued_at, use_tz),
-        started_at=started,
-        last_attempted_at=(  # the same moment on a first attempt: one datetime for both
-            started
-            if job.last_attempted_at == job.started_at
-            else from_server_us(job.last_attempted_at, use_tz)
-        ),
+        started_at=from_server_us(job.started_at, use_tz),
+        last_attempted_at=from_server_us(job.last_attempted_at, use_tz),
         finished_at=from_server_us(job.finished_at, use_tz) if finished else None,
         args=payload.args,
         kwargs=payload.kwargs,
