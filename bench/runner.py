@@ -118,10 +118,9 @@ def m_count(a, cfg, r):
     finally:
         mon.close()
     enq_total = common.library_calls(s1)
-    proc_total = common.library_calls(s2) - enq_total - n - common.PROBE_FIXED_COMMANDS
+    proc_total = common.library_calls(s2) - enq_total
     enq_lua, proc_lua = lua1 - lua0, lua2 - lua1
     delta = common.stats_delta(s2, s1)
-    delta["incrby"] = delta.get("incrby", 0) - n  # the probe's INCR (redis-py sends INCRBY)
     return {
         "enq_server": enq_total / n,
         "enq_client": (enq_total - enq_lua) / n,
@@ -407,15 +406,14 @@ def render(cfg, adapters, skipped, labels, res, meta):
     )
     w(
         "- **2. End-to-end**: N no-op jobs are enqueued first (not timed), then the worker "
-        "processes are started. Every no-op task INCRs `bench:done`; the first task of each "
-        "process INCRs `bench:started`, and the one that completes the set records its start "
-        "time and how many jobs were already done; the task that reads N pushes its end time, "
-        "which the harness waits for. Rate = jobs not yet done when the last process started "
-        "its first task / (N-th task end − that start): interpreter start-up and imports are "
+        "processes are started. Every no-op task writes one byte to a FIFO the harness reads "
+        "(no server round trip: the figure is the queue's, not the bookkeeping's); the first "
+        "task of each process writes its start time too. Rate = jobs not yet done when the "
+        "last process started its first task / (N-th task end − that start), the end seen "
+        "by the harness within ~2 ms: interpreter start-up and imports are "
         "excluded for every library alike, and a second process that starts late does not "
         "count against the pair (if a process never gets a job, the clock starts at the "
-        "first task). The INCR is the same single command for every library and "
-        "is subtracted from the counts of item 3."
+        "first task)."
     )
     w(
         "- **3. Commands/job**: a separate, untimed pass with N jobs enqueued one by one "
@@ -424,7 +422,7 @@ def render(cfg, adapters, skipped, labels, res, meta):
         "the library's own housekeeping: heartbeats, idle polls, start-up, amortised over N); "
         "client = server − the commands MONITOR shows as run from Lua (`[0 lua]`), i.e. "
         "commands sent over the wire (a pipelined command counts as one command). The "
-        "probe's own commands (one INCRBY per job, five per run) and the harness's are subtracted."
+        "harness's own commands are subtracted; the no-op task sends none."
     )
     w(
         "- **4. Pick-up latency**: one idle worker; the harness enqueues one job, waits "

@@ -11,17 +11,16 @@ repetition and each library in turn (interleaved):
     run_workers(n, procs, variant) -> jobs/s
                                 start `procs` worker processes on the n
                                 pre-enqueued jobs; return
-                                common.wait_finished(...): jobs per second
+                                Tally.wait_finished(...): jobs per second
                                 from the moment all processes run to the
                                 n-th task's end
     pickup_latency(k) -> [ms]   k jobs, one at a time, to one idle worker
     teardown()                  close clients, stop anything left
 
 The server is FLUSHALLed (and CONFIG RESETSTAT) before every call. Every
-no-op task does the same bookkeeping (bench/tasks/probe.py): INCR bench:done,
-the first task of each process INCR bench:started and the one that
-completes the set SET bench:t0, RPUSH bench:fin on the n-th; the latency task
-RPUSHes ms-since-enqueue to bench:lat. ``run_workers`` must stop its
+no-op task does the same bookkeeping (bench/tasks/probe.py): it writes a byte
+to the harness's FIFO (``common.Tally``), the first task of each process its
+start time too; the latency task RPUSHes ms-since-enqueue to bench:lat. ``run_workers`` must stop its
 processes before returning.
 """
 
@@ -126,18 +125,19 @@ class PythonPeer(Adapter):
         return time.perf_counter() - t
 
     def run_workers(self, n, n_procs, variant=None):
-        env = common.worker_env(self.url, n, n_procs)
-        procs = [
-            common.spawn(self.worker_argv(i, latency=False), env, f"{self.key}-w{i}")
-            for i in range(n_procs)
-        ]
-        try:
-            return common.wait_finished(self.harness, n, procs, timeout=max(120.0, n / 100.0))
-        finally:
-            common.stop(procs)
+        with common.Tally() as tally:
+            env = common.worker_env(self.url, tally)
+            procs = [
+                common.spawn(self.worker_argv(i, latency=False), env, f"{self.key}-w{i}")
+                for i in range(n_procs)
+            ]
+            try:
+                return tally.wait_finished(n, procs, timeout=max(120.0, n / 100.0))
+            finally:
+                common.stop(procs)
 
     def pickup_latency(self, k):
-        env = common.worker_env(self.url, 0)
+        env = common.worker_env(self.url)
         procs = [common.spawn(self.worker_argv(0, latency=True), env, f"{self.key}-lat")]
         try:
             return common.pickup_loop(self.harness, self._enqueue_lat, k)

@@ -73,8 +73,8 @@ class BullMQAdapter(Adapter):
         except (OSError, ValueError, KeyError):
             return ""
 
-    def _run(self, *args, n=0, timeout=600):
-        env = common.worker_env(self.url, n)
+    def _run(self, *args, timeout=600):
+        env = common.worker_env(self.url)
         p = subprocess.run(
             ["node", "bench.js", *map(str, args)],
             cwd=NODE_DIR,
@@ -87,8 +87,8 @@ class BullMQAdapter(Adapter):
             raise common.WorkerFailed(f"node bench.js {args[0]}: {p.stderr.strip()[-500:]}")
         return json.loads(p.stdout.strip().splitlines()[-1])
 
-    def _worker(self, i, concurrency, n, n_procs=1):
-        env = common.worker_env(self.url, n, n_procs)
+    def _worker(self, i, concurrency, tally=None):
+        env = common.worker_env(self.url, tally)
         return common.spawn(
             ["node", "bench.js", "worker", str(concurrency)], env, f"bullmq-w{i}", cwd=NODE_DIR
         )
@@ -104,14 +104,15 @@ class BullMQAdapter(Adapter):
 
     def run_workers(self, n, n_procs, variant=None):
         conc = variant or 8
-        procs = [self._worker(i, conc, n, n_procs) for i in range(n_procs)]
-        try:
-            return common.wait_finished(self.harness, n, procs, timeout=max(120.0, n / 100.0))
-        finally:
-            common.stop(procs)
+        with common.Tally() as tally:
+            procs = [self._worker(i, conc, tally) for i in range(n_procs)]
+            try:
+                return tally.wait_finished(n, procs, timeout=max(120.0, n / 100.0))
+            finally:
+                common.stop(procs)
 
     def pickup_latency(self, k):
-        procs = [self._worker(0, 8, 0)]
+        procs = [self._worker(0, 8)]
         try:
             time.sleep(0.2)
             return self._run("latency", k)["latencies_ms"]

@@ -9,18 +9,14 @@
 //   node bench.js latency K              -> {"latencies_ms": [...]}, needs a worker running
 //
 // The worker's no-op processor does the harness bookkeeping shared by every
-// peer (bench/tasks/probe.py): INCR bench:done; the first task of each
-// process INCRs bench:started and the one completing the set of BENCH_PROCS
-// SETs bench:t0 = "<start s> <done before>"; the first task ever SETs
-// bench:first = its start (s); the N-th (env BENCH_N) RPUSHes
-// its end time (s) to bench:fin. The latency job
-// RPUSHes ms from its enqueue call to processor start to bench:lat.
+// peer (bench/tasks/probe.py): it writes "d" to the harness's FIFO (env
+// BENCH_TALLY), the first task of the process "s<start s>\n" before it. The
+// latency job RPUSHes ms from its enqueue call to processor start to bench:lat.
+const fs = require('fs');
 const { Queue, Worker } = require('bullmq');
 const IORedis = require('ioredis');
 
 const URL = process.env.BENCH_URL;
-const N = Number(process.env.BENCH_N || 0);
-const PROCS = Number(process.env.BENCH_PROCS || 1);
 const QUEUE = 'bench';
 const nowMs = () => performance.timeOrigin + performance.now();
 
@@ -38,7 +34,7 @@ async function main() {
   const [mode, a, b] = process.argv.slice(2);
   if (mode === 'worker') {
     const r = conn();
-    let started = false;
+    let tally = null;
     const worker = new Worker(
       QUEUE,
       async (job) => {
@@ -47,13 +43,12 @@ async function main() {
           await r.rpush('bench:lat', String(nowMs() - job.data.ts));
           return;
         }
-        const n = await r.incrby('bench:done', 1); // INCRBY, as redis-py's incr() sends
-        if (n === 1) await r.set('bench:first', String(t0));
-        if (!started) {
-          started = true;
-          if ((await r.incr('bench:started')) === PROCS) await r.set('bench:t0', `${t0} ${n - 1}`);
+        if (tally === null) {
+          tally = fs.openSync(process.env.BENCH_TALLY, 'w');
+          fs.writeSync(tally, `s${t0}\nd`);
+        } else {
+          fs.writeSync(tally, 'd');
         }
-        if (n === N) await r.rpush('bench:fin', String(nowMs() / 1000));
       },
       { connection: conn(), concurrency: Number(a || 1) },
     );

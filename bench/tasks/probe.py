@@ -1,13 +1,12 @@
-"""The bookkeeping every Python peer's no-op task does (one INCR per job).
+"""The bookkeeping every Python peer's no-op task does: a few bytes into a pipe.
 
-``done(t_start)``: INCR bench:done. The first task of each worker process
-also INCRs bench:started; the one that makes it reach BENCH_PROCS (all worker
-processes are running) SETs bench:t0 to "<its start time> <done count before
-it>"; the very first task SETs bench:first to its start time (the fallback
-clock when a process never gets a job). The task that makes bench:done reach N (env BENCH_N) RPUSHes its end
-time to bench:fin, which the harness waits for. ``latency(ts_ms)``: RPUSH bench:lat with
-the milliseconds since the enqueue call began. One redis-py client per
-worker process, made on first use (after any fork).
+``done(t_start)`` writes ``d`` to the harness's FIFO (env BENCH_TALLY, see
+``bench.common.Tally``); the first task of each worker process writes
+``s<t_start>\\n`` before it. No server round trip: the rate measured is the
+queue's. ``latency(ts_ms)`` RPUSHes to bench:lat the milliseconds since the
+enqueue call began (after the measured moment, so its round trip is not
+counted). The FIFO and the redis-py client are opened per process on first use
+(after any fork).
 """
 
 import os
@@ -16,41 +15,31 @@ import time
 
 import redis
 
-from bench.common import DONE_KEY, FIN_KEY, FIRST_KEY, LAT_KEY, STARTED_KEY, T0_KEY
+from bench.common import LAT_KEY, TALLY_ENV
 
 _lock = threading.Lock()  # dramatiq runs tasks on several threads
 _client = None
-_pid = None
-_started_pid = None
-_n = int(os.environ.get("BENCH_N", "0") or 0)
-_procs = int(os.environ.get("BENCH_PROCS", "1") or 1)
-
-
-def _r():
-    global _client, _pid
-    if _client is None or _pid != os.getpid():
-        with _lock:
-            if _client is None or _pid != os.getpid():
-                _client = redis.Redis.from_url(os.environ["BENCH_URL"])
-                _pid = os.getpid()
-    return _client
+_client_pid = None
+_tally_fd = None
+_tally_pid = None
 
 
 def done(t_start):
-    global _started_pid
-    r = _r()
-    n = r.incr(DONE_KEY)
-    if n == 1:
-        r.set(FIRST_KEY, repr(t_start))
-    with _lock:
-        first = _started_pid != os.getpid()  # first task of this process
-        _started_pid = os.getpid()
-    if first and r.incr(STARTED_KEY) == _procs:
-        r.set(T0_KEY, f"{t_start!r} {n - 1}")
-    if n == _n:
-        r.rpush(FIN_KEY, repr(time.time()))
+    global _tally_fd, _tally_pid
+    if _tally_pid != os.getpid():
+        with _lock:
+            if _tally_pid != os.getpid():  # the first task of this process
+                _tally_fd = os.open(os.environ[TALLY_ENV], os.O_WRONLY)
+                os.write(_tally_fd, b"s%r\nd" % t_start)
+                _tally_pid = os.getpid()
+                return
+    os.write(_tally_fd, b"d")
 
 
 def latency(ts_ms):
+    global _client, _client_pid
     t = time.time() * 1000.0
-    _r().rpush(LAT_KEY, repr(t - float(ts_ms)))
+    if _client_pid != os.getpid():
+        _client = redis.Redis.from_url(os.environ["BENCH_URL"])
+        _client_pid = os.getpid()
+    _client.rpush(LAT_KEY, repr(t - float(ts_ms)))
