@@ -152,16 +152,6 @@ class Enqueued:
         return cls(reply[0], reply[1], bool(reply[2]), int(reply[3]) if reply[3] else None)
 
 
-def _opt_int(row: Mapping[str, str], name: str) -> int | None:
-    value = row.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise CorruptRow(f"field {name!r} is not an integer: {value[:40]!r}") from None
-
-
 @dataclass(frozen=True, slots=True)
 class Job:
     """A row as read from the server. Timestamps: ``*_at`` in µs, ``*_ms`` in ms (server clock)."""
@@ -214,22 +204,29 @@ class Job:
 
     @classmethod
     def from_row(cls, queue: str, row: Mapping[str, str]) -> Job:
-        """Read a row; raise ``CorruptRow`` naming the field when it cannot be a job."""
+        """Read a row (its HGETALL); raise ``CorruptRow`` naming the field when it cannot be a job."""
         if not row:
             raise CorruptRow("the row is empty")
-        for name in ("id", "state", "payload"):
-            if name not in row:
+        return cls.from_values(queue, [row.get(name) for name in ROW_FIELDS])
+
+    @classmethod
+    def from_values(cls, queue: str, values: Sequence[str | None]) -> Job:
+        """Read a row given as its ``ROW_FIELDS`` values in order (None: absent), as the
+        claim script returns it: no field names on the wire, no dict per claimed job."""
+        job_id, state, payload, task = values[:4]
+        for name, value in (("id", job_id), ("state", state), ("payload", payload)):
+            if value is None:
                 raise CorruptRow(f"the row has no {name!r} field")
-        if row["state"] not in STATES:
-            raise CorruptRow(f"unknown state {row['state'][:40]!r}")
-        workers = row.get("worker_ids") or ""
-        ints = _ints(row)
+        if state not in STATES:
+            raise CorruptRow(f"unknown state {state[:40]!r}")
+        ints = _ints(values[_INTS])
+        workers = values[_WORKER_IDS]
         return cls(
             queue=queue,
-            id=row["id"],
-            state=row["state"],
-            payload=row["payload"],
-            task=row.get("task", ""),
+            id=job_id,
+            state=state,
+            payload=payload,
+            task=task or "",
             priority=ints[0] or 0,
             attempts=ints[1] or 0,
             refunds=ints[2] or 0,
@@ -241,35 +238,40 @@ class Job:
             finished_at=ints[8],
             due_ms=ints[9],
             lease_deadline=ints[10],
-            run_after=row.get("run_after", ""),
-            worker=row.get("worker", ""),
-            worker_ids=tuple(workers.split("\n")) if workers else (),
-            errors=row.get("errors", ""),
-            last_error=row.get("last_error", ""),
-            result=row.get("result"),
             result_ttl_ms=ints[11],
-            idempotency_key=row.get("idem", ""),
+            run_after=values[16] or "",
+            worker=values[17] or "",
+            worker_ids=tuple(workers.split("\n")) if workers else (),
+            errors=values[19] or "",
+            last_error=values[20] or "",
+            result=values[21],
+            idempotency_key=values[22] or "",
         )
 
 
-_INT_FIELDS = (
+# A row's fields in the order Job.from_values reads them (the claim script returns
+# them so); 'idem' holds the idempotency key's digest.
+ROW_FIELDS = (
+    "id", "state", "payload", "task",
     "priority", "attempts", "refunds", "max_attempts", "lease_ms", "enqueued_at", "started_at",
     "last_attempted_at", "finished_at", "due_ms", "lease_deadline", "result_ttl_ms",
+    "run_after", "worker", "worker_ids", "errors", "last_error", "result", "idem",
 )  # fmt: skip
+_INTS = slice(4, 16)  # the integer fields, priority .. result_ttl_ms
+_ATTEMPTS = ROW_FIELDS.index("attempts")
+_WORKER_IDS = ROW_FIELDS.index("worker_ids")
 
 
-def _ints(row: Mapping[str, str]) -> list[int | None]:
-    """The row's integer fields in _INT_FIELDS order (None when absent or empty).
-
-    One pass on the common path: a worker reads every claimed row; a field that is
-    not an integer is named by the slow path.
-    """
-    get = row.get
+def _ints(values: Sequence[str | None]) -> list[int | None]:
+    """The integer fields (None when absent or empty); ``CorruptRow`` names one that is not."""
     try:
-        return [int(v) if (v := get(name)) else None for name in _INT_FIELDS]
+        return [int(v) if v else None for v in values]
     except ValueError:
-        for name in _INT_FIELDS:
-            _opt_int(row, name)
+        for name, v in zip(ROW_FIELDS[_INTS], values, strict=True):
+            try:
+                int(v or 0)
+            except ValueError:
+                raise CorruptRow(f"field {name!r} is not an integer: {v[:40]!r}") from None
         raise
 
 
@@ -447,7 +449,7 @@ class Jobs:
                 keys.wake,
                 keys.dead,
             ],
-            [count, worker_id, lease_ms, promote_limit],
+            [count, worker_id, lease_ms, promote_limit, *ROW_FIELDS],
         )
         now_ms, next_due = int(reply[0]), int(reply[1])
         return Claim(
@@ -745,10 +747,9 @@ def _per_job(reply: Any, n: int, parse: Callable[[Any], Any]) -> list[Any]:
     return [translate_error(r) if isinstance(r, Exception) else parse(r) for r in reply]
 
 
-def _claimed(queue: str, flat: Sequence[str]) -> Claimed:
-    row = _pairs(flat)
-    token = int(row["attempts"])  # the script's HINCRBY made it an integer
+def _claimed(queue: str, values: Sequence[str | None]) -> Claimed:
+    token = int(values[_ATTEMPTS])  # the script's HINCRBY made it an integer
     try:
-        return Claimed(queue, row["id"], token, Job.from_row(queue, row))
+        return Claimed(queue, values[0] or "", token, Job.from_values(queue, values))
     except CorruptRow as exc:
-        return Claimed(queue, row.get("id", ""), token, None, str(exc))
+        return Claimed(queue, values[0] or "", token, None, str(exc))

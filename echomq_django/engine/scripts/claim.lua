@@ -9,9 +9,10 @@
 -- KEYS[7] dead     ZSET
 --
 -- ARGV[1] count   ARGV[2] worker id   ARGV[3] default lease_ms   ARGV[4] promote limit
+-- ARGV[5..] the row fields to return, in order (jobs.ROW_FIELDS)
 --
--- Reply: {now_ms, next_due_ms or -1, job...} where each job is its row as a flat
--- HGETALL array (attempts = the token). A popped id without a row (or with a
+-- Reply: {now_ms, next_due_ms or -1, job...} where each job is the HMGET of the
+-- fields ARGV[5..] (attempts = the token). A popped id without a row (or with a
 -- key of another type in its place, or that is not a job id at all) is dropped:
 -- the pop repairs the set, and no command can fail on a wrong type after the
 -- batch was popped. A row whose attempts is not an integer goes to dead.
@@ -53,7 +54,7 @@ for i = 1, #popped, 2 do
         redis.call('HSET', jk, 'started_at', fmt(now_us))
       end
       redis.call('ZADD', KEYS[3], fmt(deadline), id)
-      reply[#reply + 1] = redis.call('HGETALL', jk)
+      reply[#reply + 1] = redis.call('HMGET', jk, unpack(ARGV, 5))
       claimed = claimed + 1
     end
   end
