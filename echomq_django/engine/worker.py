@@ -58,6 +58,10 @@ FLUSH_MAX = 200  # completions per pipelined flush
 FLUSH_AGE_S = 0.02  # a finished job waits at most this long for others to share its flush
 READ_AHEAD_BUDGET_MS = 50.0  # how long a read-ahead job may wait locally, on average
 MAX_READ_AHEAD = 500
+# Jobs per claim call at most: a big read-ahead is refilled in steps, each claimed
+# while the jobs before it run, so the executors never wait for a claim's round trip
+# (nor for the parse of a huge reply, which holds the GIL).
+CLAIM_STEP = 100
 # A read-ahead job still waiting after this long sits behind a slow one: it is given
 # back to pending (refunded) so that another worker can run it.
 READ_AHEAD_GIVE_BACK_S = 0.25
@@ -134,6 +138,11 @@ class _Lease:
         return self.claimed.job.task if self.claimed.job else "?"
 
 
+def _running(lease: _Lease) -> bool:
+    """Started and not yet finished (a finished job may wait a while for its flush)."""
+    return bool(lease.started) and not lease.finishing
+
+
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
@@ -183,11 +192,16 @@ class Worker:
         self.started_at = time.time()
 
         self._lock = threading.Lock()  # guards _held, stats, _outbox
-        self._room = threading.Condition(self._lock)  # notified when a held job is let go
+        # Notified when a held job is let go, and when an executor starts a job and
+        # _room_for_batch() holds while the fetcher waits.
+        self._room = threading.Condition(self._lock)
         self._held: dict[tuple[str, str, int], _Lease] = {}
         self._ready: queue_module.SimpleQueue[_Lease | None] = queue_module.SimpleQueue()
         self._outbox: list[tuple[_Lease, str]] = []
         self._outbox_since = 0.0
+        self._flushing = 0  # finished jobs whose completions are on the wire now
+        self._read_ahead = concurrency  # the fetcher's last _target()
+        self._fetcher_waiting = False  # the fetcher waits on _room for a batch worth claiming
         self._avg_ms: float | None = None  # moving average of handler durations
         self._stopping = threading.Event()
         self._stop_time = 0.0
@@ -252,7 +266,7 @@ class Worker:
     def running(self) -> list[str]:
         """Ids of the jobs whose task runs now (read-ahead jobs not yet started excluded)."""
         with self._lock:
-            return [lease.claimed.id for lease in self._held.values() if lease.started]
+            return [lease.claimed.id for lease in self._held.values() if _running(lease)]
 
     # -- fetcher ----------------------------------------------------------------------
 
@@ -289,10 +303,23 @@ class Worker:
             while True:
                 if self._stopping.is_set() or self._quota() == 0:
                     return False
-                free = self._target() - len(self._held)
-                if free > 0 and (free * 2 >= self._target() or self._ready.empty()):
+                self._read_ahead = self._target()
+                if self._room_for_batch():
                     return True
+                self._fetcher_waiting = True
                 self._room.wait(0.5)
+                self._fetcher_waiting = False
+
+    def _room_for_batch(self) -> bool:
+        """Half the read-ahead is free (or nothing is left to start): claim now, while
+        the other half runs, so that the executors never wait for a claim's round trip.
+
+        Jobs already finished do not count: their completions wait in the outbox (or are
+        on the wire), not for an executor. Called with the lock held.
+        """
+        unfinished = len(self._held) - len(self._outbox) - self._flushing
+        free = self._read_ahead - unfinished
+        return free > 0 and (free >= min(CLAIM_STEP, self._read_ahead / 2) or self._ready.empty())
 
     def _wait_for_change(self) -> None:
         """Until a held job is let go (it may have gone back to pending), at most 1 s."""
@@ -306,7 +333,8 @@ class Worker:
         the queues is due: (milliseconds from now on the server clock, its queue).
         """
         with self._lock:
-            want = min(self._target() - len(self._held), self._quota())
+            unfinished = len(self._held) - len(self._outbox) - self._flushing
+            want = min(self._target() - unfinished, self._quota(), CLAIM_STEP)
         got, next_due = 0, None
         for name in self.queues:
             if got >= want:
@@ -352,7 +380,7 @@ class Worker:
             return self.concurrency
         now = time.monotonic()
         running_ms = max(
-            ((now - lease.started) * 1000 for lease in self._held.values() if lease.started),
+            ((now - lease.started) * 1000 for lease in self._held.values() if _running(lease)),
             default=0.0,
         )
         extra = int(self.concurrency * READ_AHEAD_BUDGET_MS / max(self._avg_ms, running_ms, 0.01))
@@ -454,6 +482,8 @@ class Worker:
                 given_back = lease.released
                 if not given_back:
                     lease.started = time.monotonic()
+                if self._fetcher_waiting and self._room_for_batch():
+                    self._room.notify_all()
             if given_back:
                 continue
             try:
@@ -523,8 +553,16 @@ class Worker:
         """
         with self._lock:
             batch, self._outbox = self._outbox, []
+            self._flushing += len(batch)
         if not batch:
             return
+        try:
+            self._send_completions(batch, patient)
+        finally:
+            with self._lock:
+                self._flushing -= len(batch)
+
+    def _send_completions(self, batch: list[tuple[_Lease, str]], patient: bool) -> None:
         items = [(le.claimed.queue, le.claimed.id, le.claimed.token, res) for le, res in batch]
 
         def send() -> list[object]:

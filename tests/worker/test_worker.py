@@ -432,3 +432,29 @@ def test_completions_refused_by_a_demoted_primary_are_sent_again():
     finally:
         admin.close()
         own.stop()
+
+
+def test_a_job_whose_completion_is_on_the_wire_is_neither_running_nor_slowing_read_ahead(
+    jobs, start_worker, monkeypatch
+):
+    """A finished job stays held until its completion is acknowledged. It must not be
+    reported as running, nor count as a job running for ever: read-ahead is sized by
+    how long the running jobs take, and such a job used to shrink it to nothing."""
+    (job_id,) = enqueue(jobs)
+    on_the_wire, let_through = threading.Event(), threading.Event()
+    complete_many = jobs.complete_many
+
+    def held_up(items):
+        on_the_wire.set()
+        let_through.wait(10)
+        return complete_many(items)
+
+    monkeypatch.setattr(jobs, "complete_many", held_up)
+    rw = start_worker(lambda c: Success("null"), concurrency=1)
+    assert on_the_wire.wait(10)
+    time.sleep(0.3)  # far longer than READ_AHEAD_BUDGET_MS
+    assert rw.worker.running == []
+    with rw.worker._lock:
+        assert rw.worker._target() > rw.worker.concurrency
+    let_through.set()
+    wait_until(lambda: jobs.get("q", job_id).state == "completed")
