@@ -373,8 +373,11 @@ class Worker:
     def _target(self) -> int:
         """Jobs to hold at once: one per thread, plus read-ahead while jobs are short.
 
-        A job running now counts as long as it has run so far, so a slow job stops
-        the read-ahead at once instead of after it ends. Called with the lock held.
+        A job running now counts as long as it has run so far once that passes the
+        read-ahead budget, so a slow job stops the read-ahead at once instead of after
+        it ends. A shorter run is not a sign of anything: a job waiting for the GIL
+        while this thread parses a claim has "run" for milliseconds. Called with the
+        lock held.
         """
         if self._avg_ms is None:
             return self.concurrency
@@ -383,6 +386,8 @@ class Worker:
             ((now - lease.started) * 1000 for lease in self._held.values() if _running(lease)),
             default=0.0,
         )
+        if running_ms < READ_AHEAD_BUDGET_MS:
+            running_ms = 0.0
         extra = int(self.concurrency * READ_AHEAD_BUDGET_MS / max(self._avg_ms, running_ms, 0.01))
         return self.concurrency + min(extra, MAX_READ_AHEAD)
 
