@@ -152,9 +152,14 @@ class Enqueued:
         return cls(reply[0], reply[1], bool(reply[2]), int(reply[3]) if reply[3] else None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Job:
-    """A row as read from the server. Timestamps: ``*_at`` in µs, ``*_ms`` in ms (server clock)."""
+    """A row as read from the server. Timestamps: ``*_at`` in µs, ``*_ms`` in ms (server clock).
+
+    A snapshot, to be read, never changed. Not ``frozen``: a frozen dataclass sets
+    each of these 24 fields through ``object.__setattr__``, 2.4 µs per row against
+    0.6, and a worker builds one for every job it claims.
+    """
 
     queue: str
     id: str
