@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import queue as queue_module
 import secrets
@@ -59,12 +60,14 @@ FLUSH_AGE_S = 0.02  # a finished job waits at most this long for others to share
 READ_AHEAD_BUDGET_MS = 50.0  # how long a read-ahead job may wait locally, on average
 MAX_READ_AHEAD = 500
 # Jobs per claim call at most: a big read-ahead is refilled in steps, each claimed
-# while the jobs before it run, so the executors never wait for a claim's round trip
-# (nor for the parse of a huge reply, which holds the GIL).
-CLAIM_STEP = 100
+# while the jobs before it run, so the executors never wait for a claim's round trip.
+# Large enough that the fetcher's fixed cost per call (a round trip, the wait for the
+# GIL after it) is spread thin: with short jobs the fetcher claims back to back.
+CLAIM_STEP = 250
 # A read-ahead job still waiting after this long sits behind a slow one: it is given
 # back to pending (refunded) so that another worker can run it.
 READ_AHEAD_GIVE_BACK_S = 0.25
+GIVE_BACK_CHECK_S = 0.05  # how often the heartbeat looks for such jobs
 MAX_BACKOFF_S = 5.0  # reconnect backoff ceiling
 MAX_LEASE_MS = 7 * 24 * 3600 * 1000  # what Jobs.claim accepts
 DEFAULT_RETRY_POLICY = RetryPolicy()
@@ -138,6 +141,11 @@ class _Lease:
         return self.claimed.job.task if self.claimed.job else "?"
 
 
+def _renewal_time(lease: _Lease) -> float:
+    """When the lease is a third through: the heartbeat extends it then."""
+    return lease.renewed_at + lease.lease_ms / 3000
+
+
 def _running(lease: _Lease) -> bool:
     """Started and not yet finished (a finished job may wait a while for its flush)."""
     return bool(lease.started) and not lease.finishing
@@ -199,6 +207,10 @@ class Worker:
         self._ready: queue_module.SimpleQueue[_Lease | None] = queue_module.SimpleQueue()
         self._outbox: list[tuple[_Lease, str]] = []
         self._outbox_since = 0.0
+        # The heartbeat scans the held leases only when one may need renewing (or
+        # may be stuck): with a large read-ahead it wakes for every flush.
+        self._renew_at = math.inf  # monotonic: no held lease needs renewing before this
+        self._next_give_back_check = 0.0
         self._flushing = 0  # finished jobs whose completions are on the wire now
         self._read_ahead = concurrency  # the fetcher's last _target()
         self._fetcher_waiting = False  # the fetcher waits on _room for a batch worth claiming
@@ -355,13 +367,18 @@ class Worker:
             _Lease(c, self._granted_lease_ms(claim, c), renewed_at=sent, claimed_at=sent)
             for c in claim.jobs
         ]
+        renew_at = min(_renewal_time(lease) for lease in leases)
         with self._lock:
             for lease in leases:
                 self._held[lease.key] = lease
             self.stats.claimed += len(leases)
+            sooner = renew_at < self._renew_at
+            if sooner:
+                self._renew_at = renew_at
         for lease in leases:
             self._ready.put(lease)
-        self._beat_wake.set()  # a shorter lease may need an earlier renewal
+        if sooner:  # a shorter lease than those held: the heartbeat must wake earlier
+            self._beat_wake.set()
 
     def _granted_lease_ms(self, claim: Claim, claimed: Claimed) -> int:
         """The lease the claim script granted (it falls back to ours for a bad row value)."""
@@ -698,21 +715,37 @@ class Worker:
     def _renew_due(self, now: float) -> bool:
         """Extend every lease past a third of its length. False if the server was unreachable."""
         with self._lock:
-            due = [
-                lease
-                for lease in self._held.values()
-                if not (lease.lost or lease.released)
-                and now - lease.renewed_at >= lease.lease_ms / 3000
-            ]
+            if now < self._renew_at:
+                return True
+            due, self._renew_at = [], math.inf
+            for lease in self._held.values():
+                if not (lease.lost or lease.released):
+                    at = _renewal_time(lease)
+                    if at <= now:
+                        due.append(lease)
+                    elif at < self._renew_at:
+                        self._renew_at = at
         if not due:
             return True
+        try:
+            self._extend(due)
+        except ServerUnavailable:
+            return False
+        finally:  # renewed: a third of a lease on; refused or unsent: at once, on the next beat
+            with self._lock:
+                self._renew_at = min(
+                    [self._renew_at, *(_renewal_time(le) for le in due if not le.lost)]
+                )
+        return True
+
+    def _extend(self, due: list[_Lease]) -> None:
         sent = time.monotonic()
         items = [(le.claimed.queue, le.claimed.id, le.claimed.token, le.lease_ms) for le in due]
         try:
             replies = self.jobs.extend_many(items)
         except ServerUnavailable as exc:
             self._server_down("extend", exc)
-            return False
+            raise
         for lease, reply in zip(due, replies):
             if isinstance(reply, StaleToken):
                 if not lease.finishing:  # a finished job's complete may simply have won the race
@@ -729,18 +762,13 @@ class Worker:
                 logger.error("job %s: extend failed: %r", lease.claimed.id, reply)
             else:
                 lease.renewed_at = sent
-        return True
 
     def _next_renewal(self, now: float, next_registry: float) -> float:
         with self._lock:
-            due = [
-                lease.renewed_at + lease.lease_ms / 3000
-                for lease in self._held.values()
-                if not (lease.lost or lease.released)
-            ]
+            due = [self._renew_at, next_registry, now + 1.0]
             if self._outbox:
                 due.append(self._outbox_since + FLUSH_AGE_S)
-        return max(0.005, min([next_registry, now + 1.0, *due]) - now)
+        return max(0.005, min(due) - now)
 
     def _give_back_stuck(self, now: float) -> None:
         """Release read-ahead jobs stuck behind a slow one, so another worker runs them.
@@ -749,6 +777,9 @@ class Worker:
         next job is slow; without this, short jobs would sit leased here, unrun,
         for as long as the slow one takes.
         """
+        if now < self._next_give_back_check:
+            return
+        self._next_give_back_check = now + GIVE_BACK_CHECK_S
         with self._lock:
             stuck = [
                 lease

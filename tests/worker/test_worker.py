@@ -187,6 +187,26 @@ def test_a_job_three_leases_long_is_renewed_and_completes_once(jobs, start_worke
     assert first.stats().lost + second.stats().lost == 0
 
 
+def test_a_job_leased_shorter_than_the_others_held_is_renewed_in_time(jobs, start_worker):
+    """The heartbeat sleeps until the earliest renewal among the leases held: a job
+    with its own short lease, claimed beside long ones, must bring that time forward."""
+    (long_id,) = enqueue(jobs)  # the worker's lease: a minute
+    (short_id,) = enqueue(jobs, lease_ms=300)
+    both_running = threading.Barrier(3)
+
+    def slow(claimed):
+        both_running.wait(5)
+        time.sleep(1.0)
+        return Success("done")
+
+    start_worker(slow, lease_ms=60_000, concurrency=2)
+    both_running.wait(5)
+    time.sleep(0.7)  # more than two of the short leases
+    assert jobs.reap("q").moved == 0, "the short lease expired while its job ran"
+    wait_until(lambda: all(jobs.get("q", j).state == "completed" for j in (long_id, short_id)))
+    assert jobs.get("q", short_id).attempts == 1
+
+
 @pytest.mark.parametrize(("notice", "lease_ms"), [("on-complete", 5000), ("on-extend", 300)])
 def test_a_lost_lease_is_never_completed_over_its_new_holder(jobs, start_worker, notice, lease_ms):
     """The handler loses its own lease (released, then re-claimed by another thread).
