@@ -303,6 +303,11 @@ class EchoMQBackend(BaseTaskBackend):
         self.validate_task(task)
         prepared = [self.prepare(task, args, kwargs) for args, kwargs in arguments]
         if self.sends_on_commit(task):
+            # A job sent later is checked now: a bad one fails this call, not the commit.
+            # (Sent now, the engine checks every job before it sends any.)
+            max_payload = conf.get_jobs().max_payload
+            for job, _ in prepared:
+                job.validate(max_payload)
             # Outside an atomic block this runs at once; inside, after the outermost commit.
             transaction.on_commit(partial(self.store, prepared))
             return [result for _, result in prepared]
@@ -311,10 +316,11 @@ class EchoMQBackend(BaseTaskBackend):
     def prepare(
         self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]
     ) -> tuple[NewJob, TaskResult]:
-        """The job to send and the READY result to hand back (raises on a bad argument)."""
+        """The job to send (not yet validated) and the READY result to hand back.
+
+        Raises on an argument that cannot be stored as JSON."""
         args, kwargs = encode_arguments(args, kwargs)
         job = self.new_job(task, args, kwargs)
-        job.validate(conf.get_jobs().max_payload)
         result = TaskResult(
             task=task,
             id=job.id,

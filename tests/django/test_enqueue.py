@@ -299,6 +299,17 @@ class TestEnqueueOnCommit:
         assert on_commit.stats("default").counts["pending"] == 1
 
     @pytest.mark.django_db(transaction=True)
+    def test_a_job_that_cannot_be_stored_fails_the_call_not_the_commit(self, on_commit, settings):
+        settings.ECHOMQ = {**settings.ECHOMQ, "MAX_PAYLOAD": 1000}
+        conf.reset()
+        with transaction.atomic():
+            with pytest.raises(InvalidJobOptions, match="over the limit"):
+                tasks.echo.enqueue("x" * 2000)
+            kept = tasks.add.enqueue(1, 2)
+        assert conf.get_jobs().stats("default").counts["pending"] == 1
+        assert tasks.add.get_result(kept.id).status == TaskResultStatus.READY
+
+    @pytest.mark.django_db(transaction=True)
     def test_rollback_never_sends(self, on_commit):
         with pytest.raises(RuntimeError), transaction.atomic():
             result = tasks.add.enqueue(1, 2)
