@@ -245,6 +245,11 @@ class Worker:
             thread.start()
         while fetcher.is_alive():  # join with a timeout: the main thread stays signal-responsive
             fetcher.join(0.2)
+            if self._stopping.is_set():
+                # stop() cut the idle block, but one that began just then (the stop
+                # check passed, the connection not yet sent on) reconnects and blocks
+                # on: cut again until the fetcher is gone.
+                self._interrupt_block()
         if self._stopping.is_set():
             self._release_waiting()  # a burst or max_jobs run still runs what it claimed
         if not self._drain():

@@ -478,3 +478,21 @@ def test_a_job_whose_completion_is_on_the_wire_is_neither_running_nor_slowing_re
         assert rw.worker._target() > rw.worker.concurrency
     let_through.set()
     wait_until(lambda: jobs.get("q", job_id).state == "completed")
+
+
+def test_a_stop_that_lands_as_the_idle_block_begins_still_ends_it(jobs):
+    """stop() (from a signal handler) can come after the fetcher checked for it and
+    before its blocking read was sent: the read then reconnects and would block for
+    the whole idle timeout (5 s), as seen when stopping workers after a run."""
+    worker = Worker(jobs, ["q"], lambda c: Success("null"), idle_block_s=5.0, lease_ms=1000)
+    client = worker._blocking_client()
+    bzpopmin = client.bzpopmin
+
+    def stopped_just_before_the_send(keys, timeout):
+        worker.stop()
+        return bzpopmin(keys, timeout)
+
+    client.bzpopmin = stopped_just_before_the_send
+    started = time.monotonic()
+    RunningWorker(worker).stats(timeout=10)
+    assert time.monotonic() - started < 2.0
