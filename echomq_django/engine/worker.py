@@ -46,7 +46,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from .errors import EchoMQError, ServerUnavailable, StaleToken
-from .jobs import DEFAULT_LEASE_MS, Claim, Claimed, Jobs
+from .jobs import BATCH_MAX, DEFAULT_LEASE_MS, Claim, Claimed, Jobs
 from .keyspace import QueueKeys, validate_worker_id
 from .registry import WorkerInfo
 from .registry import heartbeat as registry_heartbeat
@@ -55,7 +55,7 @@ from .retry_policy import RetryPolicy
 
 logger = logging.getLogger("echomq.worker")
 
-FLUSH_MAX = 200  # completions per pipelined flush
+FLUSH_MAX = BATCH_MAX  # completions per flush: one complete script call
 FLUSH_AGE_S = 0.02  # a finished job waits at most this long for others to share its flush
 READ_AHEAD_BUDGET_MS = 50.0  # how long a read-ahead job may wait locally, on average
 MAX_READ_AHEAD = 500
