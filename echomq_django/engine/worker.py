@@ -58,7 +58,7 @@ logger = logging.getLogger("echomq.worker")
 FLUSH_MAX = BATCH_MAX  # completions per flush: one complete script call
 FLUSH_AGE_S = 0.02  # a finished job waits at most this long for others to share its flush
 READ_AHEAD_BUDGET_MS = 50.0  # how long a read-ahead job may wait locally, on average
-MAX_READ_AHEAD = 500
+MAX_READ_AHEAD = 1000
 # Jobs per claim call at most: a big read-ahead is refilled in steps, each claimed
 # while the jobs before it run, so the executors never wait for a claim's round trip.
 # Large enough that the fetcher's fixed cost per call (a round trip, the wait for the
@@ -146,11 +146,6 @@ def _renewal_time(lease: _Lease) -> float:
     return lease.renewed_at + lease.lease_ms / 3000
 
 
-def _running(lease: _Lease) -> bool:
-    """Started and not yet finished (a finished job may wait a while for its flush)."""
-    return bool(lease.started) and not lease.finishing
-
-
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
@@ -204,6 +199,9 @@ class Worker:
         # _room_for_batch() holds while the fetcher waits.
         self._room = threading.Condition(self._lock)
         self._held: dict[tuple[str, str, int], _Lease] = {}
+        # Started and not finished (a finished job stays held until its flush): at most
+        # one per executor, so read-ahead sizing need not scan the whole read-ahead.
+        self._running: set[_Lease] = set()
         self._ready: queue_module.SimpleQueue[_Lease | None] = queue_module.SimpleQueue()
         self._outbox: list[tuple[_Lease, str]] = []
         self._outbox_since = 0.0
@@ -283,7 +281,7 @@ class Worker:
     def running(self) -> list[str]:
         """Ids of the jobs whose task runs now (read-ahead jobs not yet started excluded)."""
         with self._lock:
-            return [lease.claimed.id for lease in self._held.values() if _running(lease)]
+            return [lease.claimed.id for lease in self._running]
 
     # -- fetcher ----------------------------------------------------------------------
 
@@ -405,7 +403,7 @@ class Worker:
             return self.concurrency
         now = time.monotonic()
         running_ms = max(
-            ((now - lease.started) * 1000 for lease in self._held.values() if _running(lease)),
+            ((now - lease.started) * 1000 for lease in self._running),
             default=0.0,
         )
         if running_ms < READ_AHEAD_BUDGET_MS:
@@ -509,6 +507,7 @@ class Worker:
                 given_back = lease.released
                 if not given_back:
                     lease.started = time.monotonic()
+                    self._running.add(lease)
                 if self._fetcher_waiting and self._room_for_batch():
                     self._room.notify_all()
             if given_back:
@@ -557,6 +556,7 @@ class Worker:
         lease.finishing = True
         now = time.monotonic()
         with self._lock:
+            self._running.discard(lease)
             started_batch = not self._outbox
             if started_batch:
                 self._outbox_since = now
@@ -633,6 +633,8 @@ class Worker:
 
     def _fail(self, lease: _Lease, failure: Failure) -> None:
         lease.finishing = True
+        with self._lock:
+            self._running.discard(lease)
         claimed = lease.claimed
         used = claimed.token - (claimed.job.refunds if claimed.job else 0)
         backoff = failure.backoff_ms
@@ -676,6 +678,7 @@ class Worker:
     def _forget(self, *leases: _Lease) -> None:
         """Let go of held jobs; the fetcher is woken once, not once per job."""
         with self._room:
+            self._running.difference_update(leases)
             gone = [self._held.pop(lease.key, None) for lease in leases]
             if any(lease is not None for lease in gone):
                 self._room.notify_all()
