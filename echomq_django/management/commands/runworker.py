@@ -7,6 +7,7 @@ This command only adapts settings, arguments and signals; the work is done by
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -27,6 +28,13 @@ from echomq_django.management import (
 )
 
 logger = logging.getLogger("echomq.runworker")
+
+# The fetcher and the heartbeat wait on the server; when a reply arrives they need
+# the GIL from an executor running tasks, which lets go of it only every switch
+# interval (5 ms by default), so a claim's reply waited up to that long to be read.
+# At 1 ms a worker ran 7% more short jobs per second (in-process A/B); four CPU-bound
+# threads ran no slower. This process is the worker's own, so the setting is ours.
+SWITCH_INTERVAL_S = 0.001
 
 
 class Command(BaseCommand):
@@ -142,4 +150,5 @@ class Command(BaseCommand):
                 ", ".join(unserved),
             )
         log_server_warnings(jobs.connector, logger)
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         worker.run()
