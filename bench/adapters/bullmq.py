@@ -22,11 +22,11 @@ NODE_DIR = common.BENCH_DIR / "node"
 class BullMQAdapter(Adapter):
     key = "bullmq"
     name = "BullMQ"
-    variants = (8, 50)  # worker concurrency; the best is reported
+    variants = (8, 50, 200)  # worker concurrency; the best is reported
     count_variant = 8
     bulk_api = "Queue.addBulk (one MULTI per batch)"
     notes = (
-        "BullMQ: Node.js worker processes (ioredis), concurrency 8 and 50 per process, best "
+        "BullMQ: Node.js worker processes (ioredis), concurrency 8, 50 and 200 per process, best "
         "reported; default job options (completed jobs are kept, events stream on). Enqueue "
         "one-by-one awaits each `queue.add` before the next.",
     )
