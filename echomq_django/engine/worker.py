@@ -194,7 +194,7 @@ class Worker:
         self.stats = WorkerStats()
         self.started_at = time.time()
 
-        self._lock = threading.Lock()  # guards _held, stats, _outbox
+        self._lock = threading.Lock()  # guards _held, _running, _outbox, _flushing, stats
         # Notified when a held job is let go, and when an executor starts a job and
         # _room_for_batch() holds while the fetcher waits.
         self._room = threading.Condition(self._lock)
@@ -326,15 +326,16 @@ class Worker:
                 self._fetcher_waiting = False
 
     def _room_for_batch(self) -> bool:
-        """Half the read-ahead is free (or nothing is left to start): claim now, while
-        the other half runs, so that the executors never wait for a claim's round trip.
-
-        Jobs already finished do not count: their completions wait in the outbox (or are
-        on the wire), not for an executor. Called with the lock held.
-        """
-        unfinished = len(self._held) - len(self._outbox) - self._flushing
-        free = self._read_ahead - unfinished
+        """A claim step (or half the read-ahead, if less) is free, or nothing is left to
+        start: claim now, while the rest runs, so that the executors never wait for a
+        claim's round trip. Called with the lock held."""
+        free = self._read_ahead - self._unfinished()
         return free > 0 and (free >= min(CLAIM_STEP, self._read_ahead / 2) or self._ready.empty())
+
+    def _unfinished(self) -> int:
+        """Held jobs not yet finished. Finished ones wait for their completion in the
+        outbox (or on the wire), not for an executor. Called with the lock held."""
+        return len(self._held) - len(self._outbox) - self._flushing
 
     def _wait_for_change(self) -> None:
         """Until a held job is let go (it may have gone back to pending), at most 1 s."""
@@ -348,8 +349,7 @@ class Worker:
         the queues is due: (milliseconds from now on the server clock, its queue).
         """
         with self._lock:
-            unfinished = len(self._held) - len(self._outbox) - self._flushing
-            want = min(self._target() - unfinished, self._quota(), CLAIM_STEP)
+            want = min(self._target() - self._unfinished(), self._quota(), CLAIM_STEP)
         got, next_due = 0, None
         for name in self.queues:
             if got >= want:
@@ -391,7 +391,7 @@ class Worker:
         return deadline - claim.now_ms
 
     def _target(self) -> int:
-        """Jobs to hold at once: one per thread, plus read-ahead while jobs are short.
+        """Unfinished jobs to hold: one per thread, plus read-ahead while jobs are short.
 
         A job running now counts as long as it has run so far once that passes the
         read-ahead budget, so a slow job stops the read-ahead at once instead of after
