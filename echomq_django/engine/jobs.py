@@ -545,8 +545,19 @@ class Jobs:
 
     def release(self, queue: str, job_id: str, token: int) -> None:
         """Give the job back to pending at once, refunding the attempt."""
+        (reply,) = self.release_many([(queue, job_id, token)])
+        if isinstance(reply, Exception):
+            raise reply
+
+    def release_many(self, items: Sequence[tuple[str, str, int]]) -> list[Any]:
+        """Pipeline many releases (queue, id, token) in one round trip: 1 per job given
+        back, or the job's typed error (``StaleToken``) as its entry."""
+        return self.connector.run_many([self._release_call(*item) for item in items])
+
+    @staticmethod
+    def _release_call(queue: str, job_id: str, token: int) -> Call:
         keys = QueueKeys.of(queue)
-        self.connector.run(
+        return Call(
             script.load("release"),
             [keys.active, keys.pending, keys.seq, keys.metrics, keys.wake, keys.job(job_id)],
             [job_id, int(token)],

@@ -799,8 +799,7 @@ class Worker:
                 lease.released = True  # an executor that picks it up skips it
         if stuck:
             logger.info("giving back %d job(s) waiting behind a slow one", len(stuck))
-        for lease in stuck:
-            self._release(lease)
+            self._release(*stuck)
 
     def _beat_registry(self) -> None:
         info = WorkerInfo(
@@ -835,13 +834,16 @@ class Worker:
 
     def _release_waiting(self) -> None:
         """Give back at once the jobs claimed but not started (they are someone else's now)."""
+        waiting = []
         while True:
             try:
                 lease = self._ready.get_nowait()
             except queue_module.Empty:
-                return
+                break
             if lease is not None and not lease.released:
-                self._release(lease)
+                waiting.append(lease)
+        if waiting:
+            self._release(*waiting)
 
     def _drain(self) -> bool:
         """Wait for held jobs to finish: for ever in burst/max_jobs runs, else the grace time."""
@@ -861,22 +863,33 @@ class Worker:
             leases = [lease for lease in self._held.values() if not lease.finishing]
         if leases:
             logger.warning("grace time over: releasing %d running job(s)", len(leases))
-        for lease in leases:
-            self._release(lease)
+            self._release(*leases)
 
-    def _release(self, lease: _Lease) -> None:
-        lease.released = True
-        c = lease.claimed
+    def _release(self, *leases: _Lease) -> None:
+        """Give jobs back to pending, refunded, in one round trip (a read-ahead of up to
+        MAX_READ_AHEAD jobs at shutdown, or stuck behind a slow one)."""
+        for lease in leases:
+            lease.released = True
+        items = [(le.claimed.queue, le.claimed.id, le.claimed.token) for le in leases]
         try:
-            self.jobs.release(c.queue, c.id, c.token)
-        except StaleToken:
-            pass  # lost already: its new holder has it
+            replies = self.jobs.release_many(items)
         except ServerUnavailable as exc:
-            logger.warning("job %s: could not release it (%s); the reaper will", c.id, exc)
-        else:
-            self._count("released")
-            logger.info("job %s %s released back to pending", c.id, lease.task)
-        self._forget(lease)
+            logger.warning("could not release %d job(s) (%s); the reaper will", len(leases), exc)
+            replies = []
+        released = 0
+        for lease, reply in zip(leases, replies):
+            if isinstance(reply, StaleToken):
+                continue  # lost already: its new holder has it
+            if isinstance(reply, Exception):
+                logger.warning(
+                    "job %s: could not release it (%s); the reaper will", lease.claimed.id, reply
+                )
+            else:
+                released += 1
+                logger.info("job %s %s released back to pending", lease.claimed.id, lease.task)
+        with self._lock:
+            self.stats.released += released
+        self._forget(*leases)
 
     # -- riding out outages -------------------------------------------------------------
 

@@ -385,8 +385,16 @@ def test_a_silent_connection_never_wedges_the_worker(jobs, server, start_worker)
         proxy.close()
 
 
-def test_short_jobs_held_behind_a_slow_one_are_given_back(jobs, start_worker):
-    """Read-ahead must not strand short jobs while one slow job occupies the only thread."""
+def test_short_jobs_held_behind_a_slow_one_are_given_back(jobs, start_worker, monkeypatch):
+    """Read-ahead must not strand short jobs while one slow job occupies the only thread.
+    They go back together, in one round trip (a read-ahead may hold 1,000 jobs)."""
+    release_many, batches = jobs.release_many, []
+
+    def counted(items):
+        batches.append(len(items))
+        return release_many(items)
+
+    monkeypatch.setattr(jobs, "release_many", counted)
     enqueue(jobs, n=200)  # warm-up: the average duration becomes tiny, read-ahead large
     (slow,) = enqueue(jobs)
     behind = enqueue(jobs, n=30)
@@ -409,6 +417,7 @@ def test_short_jobs_held_behind_a_slow_one_are_given_back(jobs, start_worker):
     given_back = [jobs.get("q", j) for j in behind if jobs.get("q", j).refunds]
     assert given_back, "the first worker held none of them: the test proves nothing"
     assert all(j.attempts - j.refunds == 1 for j in given_back)  # the give-back is refunded
+    assert max(batches) > 1, batches  # given back together, not one call each
     first.worker.stop()
     second.worker.stop()
 
