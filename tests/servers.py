@@ -164,6 +164,11 @@ class TLSServer:
 _NO_TLS_MARKERS = ("tls support", "connection type tls", "not compiled", "build_tls")
 
 
+def built_without_tls(exc: ServerStartError) -> bool:
+    """The start failed because the binary has no TLS (not, say, because a port was taken)."""
+    return any(marker in str(exc).lower() for marker in _NO_TLS_MARKERS)
+
+
 def tls_capable_binaries() -> list[str]:
     """Candidate binaries, Valkey first; TLS capability is probed by starting them."""
     found: list[str] = []
@@ -198,8 +203,7 @@ def start_tls_server(directory: Path) -> TLSServer:
             server.start()
         except ServerStartError as exc:
             server.stop()
-            text = str(exc).lower()
-            if any(marker in text for marker in _NO_TLS_MARKERS):
+            if built_without_tls(exc):
                 refused.append(f"{describe(binary)} was built without TLS")
                 continue
             raise
