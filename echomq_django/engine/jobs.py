@@ -475,7 +475,8 @@ class Jobs:
         entry of the reply, in order, is finished_at (µs) or the job's typed error
         (``StaleToken``); an error of a whole call is given to each of its jobs.
         """
-        items = [(QueueKeys.of(q), validate_job_id(i), int(t), r) for q, i, t, r in items]
+        # Ids are checked where the calls are built (QueueKeys.job), before any is sent.
+        items = [(QueueKeys.of(q), i, int(t), r) for q, i, t, r in items]
         by_queue: dict[str, list[int]] = {}
         for n, item in enumerate(items):
             by_queue.setdefault(item[0].queue, []).append(n)

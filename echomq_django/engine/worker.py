@@ -605,9 +605,8 @@ class Worker:
                 return
             if not isinstance(exc, ServerUnavailable):  # else shutdown's grace gave up
                 logger.exception("completing %d job(s) failed", len(batch))
-            self._forget(
-                *(lease for lease, _ in batch)
-            )  # the reaper returns them after their lease
+            # The reaper returns them after their lease.
+            self._forget(*(lease for lease, _ in batch))
             return
         completed, not_run = 0, []
         for (lease, result), reply in zip(batch, replies):
