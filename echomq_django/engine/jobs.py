@@ -112,6 +112,7 @@ class NewJob:
     result_ttl_ms: int = DEFAULT_RESULT_TTL_MS
     dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS
     idempotency_key: str | None = None
+    timeout_ms: int = 0  # 0: no time limit of its own (the worker's cap may still apply)
 
     def validate(self, max_payload: int = DEFAULT_MAX_PAYLOAD) -> NewJob:
         """Raise a typed error for any bad field; nothing has been sent yet."""
@@ -126,6 +127,7 @@ class NewJob:
         _int(self.priority, MIN_PRIORITY, MAX_PRIORITY, "priority")
         _int(self.max_attempts, 1, 1_000_000, "max_attempts")
         _int(self.lease_ms, 0, 7 * 24 * 3600 * 1000, "lease_ms")
+        _int(self.timeout_ms, 0, 7 * 24 * 3600 * 1000, "timeout_ms")
         _int(self.due_ms, 0, 2**52, "due_ms")
         _int(self.result_ttl_ms, 0, MAX_DELAY_MS, "result_ttl_ms")
         _int(self.dead_ttl_ms, 0, MAX_DELAY_MS, "dead_ttl_ms")
@@ -185,6 +187,7 @@ class Job:
     result: str | None
     result_ttl_ms: int | None
     idempotency_key: str  # the SHA-256 hex digest of the caller's key ("" without one)
+    timeout_ms: int = 0  # the job's own time limit (0: none)
 
     @property
     def token(self) -> int:
@@ -251,6 +254,7 @@ class Job:
             last_error=values[20] or "",
             result=values[21],
             idempotency_key=values[22] or "",
+            timeout_ms=_int_or_zero(values[23]),
         )
 
 
@@ -261,10 +265,16 @@ ROW_FIELDS = (
     "priority", "attempts", "refunds", "max_attempts", "lease_ms", "enqueued_at", "started_at",
     "last_attempted_at", "finished_at", "due_ms", "lease_deadline", "result_ttl_ms",
     "run_after", "worker", "worker_ids", "errors", "last_error", "result", "idem",
+    "timeout_ms",
 )  # fmt: skip
 _INTS = slice(4, 16)  # the integer fields, priority .. result_ttl_ms
 _ATTEMPTS = ROW_FIELDS.index("attempts")
 _WORKER_IDS = ROW_FIELDS.index("worker_ids")
+
+
+def _int_or_zero(value: str | None) -> int:
+    """An optional non-negative integer field; anything else reads as 0 (not set)."""
+    return int(value) if value and value.isdigit() else 0
 
 
 def _ints(values: Sequence[str | None]) -> list[int | None]:
@@ -422,6 +432,7 @@ class Jobs:
             args += (
                 job.id, job.payload, job.task, job.priority, job.max_attempts, job.lease_ms,
                 job.due_ms, job.run_after, job.result_ttl_ms, job.dead_ttl_ms, idem_index,
+                job.timeout_ms,
             )  # fmt: skip
         key_list = [keys.pending, keys.scheduled, keys.seq, keys.metrics, keys.wake, *rows, *idem]
         return Call(script.load("enqueue"), key_list, args)

@@ -6,10 +6,11 @@
 -- KEYS[5 + n + k] idempotency STRINGs, only for the jobs that have a key (the row
 --                 keeps the key's digest, the part after ':idem:')
 --
--- ARGV[1] n, then 11 values per job i, from ARGV[2 + 11(i-1)]: id, payload (opaque),
+-- ARGV[1] n, then 12 values per job i, from ARGV[2 + 12(i-1)]: id, payload (opaque),
 -- task path, priority (-100..100), max_attempts, lease_ms (0 = worker default),
 -- due_ms (absolute Unix ms; 0 = now), run_after (exact, opaque), result_ttl_ms,
--- dead_ttl_ms, and the KEYS index of its idempotency key (0: none).
+-- dead_ttl_ms, the KEYS index of its idempotency key (0: none), and timeout_ms
+-- (0 = no time limit of its own).
 --
 -- Reply: one entry per job, in order: {id, state, created, enqueued_at} where created
 -- is 1, or 0 when the idempotency key is held by a job still pending, scheduled or
@@ -45,7 +46,7 @@ local function held_by(idem)
 end
 
 for i = 1, n do
-  local a = 1 + 11 * (i - 1)
+  local a = 1 + 12 * (i - 1)
   local id, jk = ARGV[a + 1], KEYS[5 + i]
   local idem = KEYS[tonumber(ARGV[a + 11])]
   seq = seq + 1
@@ -71,6 +72,7 @@ for i = 1, n do
       'attempts', 0, 'refunds', 0, 'max_attempts', ARGV[a + 5], 'lease_ms', ARGV[a + 6],
       'enqueued_at', fmt(now_us), 'run_after', ARGV[a + 8],
       'result_ttl_ms', ARGV[a + 9], 'dead_ttl_ms', ARGV[a + 10], 'idem', digest,
+      'timeout_ms', ARGV[a + 12],
       'state', state, place, fmt(at))
     reply[i] = {id, state, 1, fmt(now_us)}
     stored = stored + 1
