@@ -287,6 +287,10 @@ class Connector:
         """
         _require_host(url)
         options.setdefault("decode_responses", True)
+        # Bytes that are not UTF-8 (planted, or written by another client) decode as lone
+        # surrogates instead of failing the whole reply after the script ran (a claim's
+        # jobs leased to nobody); readers then name the field (Job.from_values).
+        options.setdefault("encoding_errors", "surrogateescape")
         options.setdefault("retry", Retry(NoBackoff(), 0))
         options.setdefault("socket_connect_timeout", 5)
         options.setdefault("socket_timeout", DEFAULT_SOCKET_TIMEOUT_S)

@@ -93,5 +93,9 @@ class LeaseExpired(EchoMQError):
     """The lease ran out before the job finished: the worker died or stalled."""
 
 
+class WorkerCrashed(EchoMQError):
+    """The job's worker died while the job ran alone on it (reap.lua counts these)."""
+
+
 class Cancelled(EchoMQError):
     """An operator cancelled the job before it ran."""

@@ -45,6 +45,10 @@ DEFAULT_LEASE_MS = 30_000
 DEFAULT_RESULT_TTL_MS = 24 * 3600 * 1000
 DEFAULT_DEAD_TTL_MS = 7 * 24 * 3600 * 1000
 DEFAULT_MAX_PAYLOAD = 512 * 1024
+MAX_LEASE_MS = 7 * 24 * 3600 * 1000
+# A job whose worker died while it ran alone this many times is dead (WorkerCrashed):
+# two is bad luck (a deploy's SIGKILL, a host lost), three in a row is the job.
+DEFAULT_CRASH_BUDGET = 3
 SWEEP_LIMIT = 1000  # jobs per reap/promote/trim call: no script blocks the server for long
 SWEEP_MAX = 10_000  # the most a caller may ask per call (0 or less would mean "no bound" to Lua)
 PAGE_MAX = 500
@@ -126,8 +130,8 @@ class NewJob:
             _one_line(self.task, "task", 500)
         _int(self.priority, MIN_PRIORITY, MAX_PRIORITY, "priority")
         _int(self.max_attempts, 1, 1_000_000, "max_attempts")
-        _int(self.lease_ms, 0, 7 * 24 * 3600 * 1000, "lease_ms")
-        _int(self.timeout_ms, 0, 7 * 24 * 3600 * 1000, "timeout_ms")
+        _int(self.lease_ms, 0, MAX_LEASE_MS, "lease_ms")
+        _int(self.timeout_ms, 0, MAX_LEASE_MS, "timeout_ms")
         _int(self.due_ms, 0, 2**52, "due_ms")
         _int(self.result_ttl_ms, 0, MAX_DELAY_MS, "result_ttl_ms")
         _int(self.dead_ttl_ms, 0, MAX_DELAY_MS, "dead_ttl_ms")
@@ -188,6 +192,9 @@ class Job:
     result_ttl_ms: int | None
     idempotency_key: str  # the SHA-256 hex digest of the caller's key ("" without one)
     timeout_ms: int = 0  # the job's own time limit (0: none)
+    crashes: int = 0  # times its worker died while it ran alone (reap.lua)
+    solo: bool = False  # claimed and run alone: it was running when a worker died
+    started: bool = False  # this lease's run may have begun (marked by claim or start)
 
     @property
     def token(self) -> int:
@@ -220,69 +227,88 @@ class Job:
     @classmethod
     def from_values(cls, queue: str, values: Sequence[str | None]) -> Job:
         """Read a row given as its ``ROW_FIELDS`` values in order (None: absent), as the
-        claim script returns it: no field names on the wire, no dict per claimed job."""
-        job_id, state, payload, task = values[:4]
+        claim script returns it: no field names on the wire, no dict per claimed job.
+
+        Bytes that are not UTF-8 arrive as lone surrogates (the connector decodes with
+        ``surrogateescape``, so a reply never fails to parse): such a field makes the
+        row ``CorruptRow``, naming it, instead of text the task would choke on.
+        """
+        _check_text(values)
+        job_id, state, payload = values[_ID], values[_STATE], values[_PAYLOAD]
         for name, value in (("id", job_id), ("state", state), ("payload", payload)):
             if value is None:
                 raise CorruptRow(f"the row has no {name!r} field")
         if state not in STATES:
             raise CorruptRow(f"unknown state {state[:40]!r}")
-        ints = _ints(values[_INTS])
+        n = _ints(values)
         workers = values[_WORKER_IDS]
         return cls(
             queue=queue,
             id=job_id,
             state=state,
             payload=payload,
-            task=task or "",
-            priority=ints[0] or 0,
-            attempts=ints[1] or 0,
-            refunds=ints[2] or 0,
-            max_attempts=ints[3] or DEFAULT_MAX_ATTEMPTS,
-            lease_ms=ints[4] or 0,
-            enqueued_at=ints[5],
-            started_at=ints[6],
-            last_attempted_at=ints[7],
-            finished_at=ints[8],
-            due_ms=ints[9],
-            lease_deadline=ints[10],
-            result_ttl_ms=ints[11],
-            run_after=values[16] or "",
-            worker=values[17] or "",
+            task=values[_TASK] or "",
+            priority=n["priority"] or 0,
+            attempts=n["attempts"] or 0,
+            refunds=n["refunds"] or 0,
+            max_attempts=n["max_attempts"] or DEFAULT_MAX_ATTEMPTS,
+            lease_ms=n["lease_ms"] or 0,
+            enqueued_at=n["enqueued_at"],
+            started_at=n["started_at"],
+            last_attempted_at=n["last_attempted_at"],
+            finished_at=n["finished_at"],
+            due_ms=n["due_ms"],
+            lease_deadline=n["lease_deadline"],
+            result_ttl_ms=n["result_ttl_ms"],
+            run_after=values[_RUN_AFTER] or "",
+            worker=values[_WORKER] or "",
             worker_ids=tuple(workers.split("\n")) if workers else (),
-            errors=values[19] or "",
-            last_error=values[20] or "",
-            result=values[21],
-            idempotency_key=values[22] or "",
-            timeout_ms=_int_or_zero(values[23]),
+            errors=values[_ERRORS] or "",
+            last_error=values[_LAST_ERROR] or "",
+            result=values[_RESULT],
+            idempotency_key=values[_IDEM] or "",
+            timeout_ms=n["timeout_ms"] or 0,
+            crashes=n["crashes"] or 0,
+            solo=values[_SOLO] == "1",
+            started=n["run"] is not None and n["run"] == n["attempts"],
         )
 
 
-# A row's fields in the order Job.from_values reads them (the claim script returns
-# them so); 'idem' holds the idempotency key's digest.
+# A row's fields in the order the claim script returns them ('idem' holds the
+# idempotency key's digest; 'run' the token of the lease whose run began; 'solo'
+# marks a job that must run alone, see reap.lua).
 ROW_FIELDS = (
-    "id", "state", "payload", "task",
+    "id", "state", "payload", "task", "run_after", "worker", "worker_ids", "errors",
+    "last_error", "result", "idem", "solo",
     "priority", "attempts", "refunds", "max_attempts", "lease_ms", "enqueued_at", "started_at",
     "last_attempted_at", "finished_at", "due_ms", "lease_deadline", "result_ttl_ms",
-    "run_after", "worker", "worker_ids", "errors", "last_error", "result", "idem",
-    "timeout_ms",
+    "timeout_ms", "crashes", "run",
 )  # fmt: skip
-_INTS = slice(4, 16)  # the integer fields, priority .. result_ttl_ms
+(
+    _ID, _STATE, _PAYLOAD, _TASK, _RUN_AFTER, _WORKER, _WORKER_IDS, _ERRORS,
+    _LAST_ERROR, _RESULT, _IDEM, _SOLO,
+) = range(12)  # fmt: skip
+_INT_FIELDS = ROW_FIELDS[12:]  # the integer fields, priority .. run
 _ATTEMPTS = ROW_FIELDS.index("attempts")
-_WORKER_IDS = ROW_FIELDS.index("worker_ids")
 
 
-def _int_or_zero(value: str | None) -> int:
-    """An optional non-negative integer field; anything else reads as 0 (not set)."""
-    return int(value) if value and value.isdigit() else 0
+def _check_text(values: Sequence[str | None]) -> None:
+    """``CorruptRow`` naming the first field holding bytes that are not UTF-8."""
+    for name, value in zip(ROW_FIELDS[:12], values):  # int() refuses surrogates itself
+        if value is not None and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise CorruptRow(f"field {name!r} holds bytes that are not UTF-8") from None
 
 
-def _ints(values: Sequence[str | None]) -> list[int | None]:
-    """The integer fields (None when absent or empty); ``CorruptRow`` names one that is not."""
+def _ints(values: Sequence[str | None]) -> dict[str, int | None]:
+    """The integer fields by name (None when absent or empty); ``CorruptRow`` names one that is not."""
+    raw = values[12:]
     try:
-        return [int(v) if v else None for v in values]
+        return dict(zip(_INT_FIELDS, [int(v) if v else None for v in raw], strict=True))
     except ValueError:
-        for name, v in zip(ROW_FIELDS[_INTS], values, strict=True):
+        for name, v in zip(_INT_FIELDS, raw, strict=True):
             try:
                 int(v or 0)
             except ValueError:
@@ -447,13 +473,24 @@ class Jobs:
         count: int = 1,
         lease_ms: int = DEFAULT_LEASE_MS,
         promote_limit: int = 100,
+        claim_id: str | None = None,
+        start_now: int = 0,
     ) -> Claim:
-        """Lease up to ``count`` jobs, highest priority first, FIFO within a priority."""
+        """Lease up to ``count`` jobs, highest priority first, FIFO within a priority.
+
+        ``claim_id`` names this claim (unique per worker, e.g. ``worker#7``): asking
+        again with the same id after a lost reply returns the same jobs, not more.
+        ``start_now`` of them are marked started at once (the rest by ``start_many``
+        before they run): the reaper charges a crash only to a job that had started.
+        A ``solo`` job (see reap.lua) comes alone, in a claim of its own.
+        """
         keys = QueueKeys.of(queue)
         validate_worker_id(worker_id)
+        claim_id = validate_worker_id(claim_id or f"{worker_id}#{new_job_id()}")
         _int(count, 1, 10_000, "count")
-        _int(lease_ms, 1, 7 * 24 * 3600 * 1000, "lease_ms")
+        _int(lease_ms, 1, MAX_LEASE_MS, "lease_ms")
         _int(promote_limit, 0, SWEEP_MAX, "promote_limit")  # 0: promote nothing
+        _int(start_now, 0, 10_000, "start_now")
         reply = self.connector.run(
             script.load("claim"),
             [
@@ -464,30 +501,62 @@ class Jobs:
                 keys.metrics,
                 keys.wake,
                 keys.dead,
+                keys.claim(claim_id),
             ],
-            [count, worker_id, lease_ms, promote_limit, *ROW_FIELDS],
+            [count, worker_id, lease_ms, promote_limit, start_now, *ROW_FIELDS],
         )
         now_ms, next_due = int(reply[0]), int(reply[1])
         return Claim(
             now_ms, None if next_due < 0 else next_due, [_claimed(queue, r) for r in reply[2:]]
         )
 
-    def complete(self, queue: str, job_id: str, token: int, result: str = "null") -> int:
-        """Retire the job with ``result`` (opaque). Returns finished_at (µs); ``StaleToken`` if not held."""
-        (reply,) = self.complete_many([(queue, job_id, token, result)])
+    def start_many(self, worker_id: str, items: Sequence[tuple[str, str, int]]) -> list[Any]:
+        """Mark held jobs (queue, id, token) as started, before they run: one call per
+        queue, one round trip. Each entry is 1, or the job's ``StaleToken`` (it must not run)."""
+        validate_worker_id(worker_id)
+        by_queue: dict[str, list[int]] = {}
+        for n, (queue, _, _) in enumerate(items):
+            by_queue.setdefault(QueueKeys.of(queue).queue, []).append(n)
+        calls = []
+        for queue, indexes in by_queue.items():
+            keys = QueueKeys.of(queue)
+            rows = [keys.job(items[n][1]) for n in indexes]
+            tokens = [int(items[n][2]) for n in indexes]
+            calls.append(Call(script.load("start"), [keys.active, *rows], [worker_id, *tokens]))
+        replies: list[Any] = [0] * len(items)
+        for indexes, reply in zip(by_queue.values(), self.connector.run_many(calls)):
+            for n, value in zip(indexes, _per_job(reply, len(indexes), int)):
+                replies[n] = value
+        return replies
+
+    def complete(
+        self, queue: str, job_id: str, token: int, result: str = "null", *, ran_us: int = -1
+    ) -> int:
+        """Retire the job with ``result`` (opaque). Returns finished_at (µs); ``StaleToken`` if not held.
+
+        ``ran_us``: how long ago its run began (stamps started_at / last_attempted_at
+        on the server's clock; -1: stamped already)."""
+        (reply,) = self.complete_many([(queue, job_id, token, result)], ran_us=[ran_us])
         if isinstance(reply, Exception):
             raise reply
         return reply
 
-    def complete_many(self, items: Sequence[tuple[str, str, int, str]]) -> list[int | Exception]:
+    def complete_many(
+        self, items: Sequence[tuple[str, str, int, str]], *, ran_us: Sequence[int] | None = None
+    ) -> list[int | Exception]:
         """Complete many jobs (queue, id, token, result) in one round trip.
+
+        ``ran_us[i]``: how long ago job i's run began (see ``complete``; default -1).
 
         One script call per queue (per BATCH_MAX jobs) retires them all. Each
         entry of the reply, in order, is finished_at (µs) or the job's typed error
         (``StaleToken``); an error of a whole call is given to each of its jobs.
         """
         # Ids are checked where the calls are built (QueueKeys.job), before any is sent.
-        items = [(QueueKeys.of(q), i, int(t), r) for q, i, t, r in items]
+        ago = [-1] * len(items) if ran_us is None else [int(us) for us in ran_us]
+        items = [
+            (QueueKeys.of(q), i, int(t), r, us) for (q, i, t, r), us in zip(items, ago, strict=True)
+        ]
         by_queue: dict[str, list[int]] = {}
         for n, item in enumerate(items):
             by_queue.setdefault(item[0].queue, []).append(n)
@@ -504,12 +573,12 @@ class Jobs:
         return replies
 
     @staticmethod
-    def _complete_call(items: Sequence[tuple[QueueKeys, str, int, str]]) -> Call:
+    def _complete_call(items: Sequence[tuple[QueueKeys, str, int, str, int]]) -> Call:
         keys = items[0][0]
         return Call(
             script.load("complete"),
-            [keys.active, keys.completed, keys.metrics, *(keys.job(i) for _, i, _, _ in items)],
-            [arg for _, job_id, token, result in items for arg in (job_id, token, result)],
+            [keys.active, keys.completed, keys.metrics, *(keys.job(i[1]) for i in items)],
+            [arg for _, job_id, token, result, us in items for arg in (job_id, token, result, us)],
         )
 
     def retry(
@@ -522,8 +591,11 @@ class Jobs:
         summary: str,
         backoff_ms: int = 0,
         give_up: bool = False,
+        ran_us: int = -1,
     ) -> RetryOutcome:
-        """Record a failed attempt (``error`` is one JSON object). Dead past max attempts."""
+        """Record a failed attempt (``error`` is one JSON object). Dead past max attempts.
+
+        ``ran_us`` as for ``complete``."""
         keys = QueueKeys.of(queue)
         _error_object(error)
         _int(backoff_ms, 0, MAX_DELAY_MS, "backoff_ms")
@@ -534,25 +606,40 @@ class Jobs:
             [keys.active, keys.pending, keys.scheduled, keys.dead, keys.seq, keys.metrics,
              keys.wake, keys.job(job_id)],
             [job_id, int(token), error, summary.splitlines()[0][:500] if summary else "",
-             backoff_ms, 1 if give_up else 0],
+             backoff_ms, 1 if give_up else 0, int(ran_us)],
         )  # fmt: skip
         return RetryOutcome(reply[0], int(reply[1]))
 
-    def extend(self, queue: str, job_id: str, token: int, lease_ms: int) -> int:
-        """Renew the lease to now + lease_ms. Returns the new deadline; ``StaleToken`` if lost."""
-        return int(self.connector.run(*self._extend_call(queue, job_id, token, lease_ms)))
+    def extend(
+        self, queue: str, job_id: str, token: int, lease_ms: int, *, ran_us: int = -1
+    ) -> int:
+        """Renew the lease to now + lease_ms. Returns the new deadline; ``StaleToken`` if lost.
 
-    def extend_many(self, items: Sequence[tuple[str, str, int, int]]) -> list[Any]:
-        """Pipeline many extends (queue, id, token, lease_ms); errors come back as values."""
-        return self.connector.run_many([Call(*self._extend_call(*item)) for item in items])
+        ``ran_us`` stamps a run that began that long ago and is not stamped yet."""
+        (reply,) = self.extend_many([(queue, job_id, token, lease_ms)], ran_us=[ran_us])
+        if isinstance(reply, Exception):
+            raise reply
+        return int(reply)
 
-    def _extend_call(self, queue: str, job_id: str, token: int, lease_ms: int) -> tuple:
+    def extend_many(
+        self, items: Sequence[tuple[str, str, int, int]], *, ran_us: Sequence[int] | None = None
+    ) -> list[Any]:
+        """Pipeline many extends (queue, id, token, lease_ms); errors come back as values.
+
+        ``ran_us[i]`` stamps job i's run as for ``extend`` (default -1: no stamp)."""
+        ago = [-1] * len(items) if ran_us is None else ran_us
+        return self.connector.run_many(
+            [self._extend_call(*item, us) for item, us in zip(items, ago, strict=True)]
+        )
+
+    @staticmethod
+    def _extend_call(queue: str, job_id: str, token: int, lease_ms: int, ran_us: int) -> Call:
         keys = QueueKeys.of(queue)
-        _int(lease_ms, 1, 7 * 24 * 3600 * 1000, "lease_ms")
-        return (
+        _int(lease_ms, 1, MAX_LEASE_MS, "lease_ms")
+        return Call(
             script.load("extend"),
             [keys.active, keys.job(job_id)],
-            [job_id, int(token), lease_ms],
+            [job_id, int(token), lease_ms, int(ran_us)],
         )
 
     def release(self, queue: str, job_id: str, token: int) -> None:
@@ -577,16 +664,20 @@ class Jobs:
 
     # -- sweeps (bounded per call; loop until done) -------------------------------
 
-    def reap(self, queue: str, *, limit: int = SWEEP_LIMIT) -> Sweep:
-        """Expired leases back to pending, or dead past max attempts."""
+    def reap(
+        self, queue: str, *, limit: int = SWEEP_LIMIT, crash_budget: int = DEFAULT_CRASH_BUDGET
+    ) -> Sweep:
+        """Expired leases back to pending (free unless the job crashed its worker running
+        alone), or dead once such crashes reach ``crash_budget``. See reap.lua."""
         keys = QueueKeys.of(queue)
         _int(limit, 1, SWEEP_MAX, "limit")
+        _int(crash_budget, 1, 1_000_000, "crash_budget")
         moved = dead = dangling = calls = 0
         while True:
             r = self.connector.run(
                 script.load("reap"),
                 [keys.active, keys.pending, keys.dead, keys.seq, keys.metrics, keys.wake],
-                [limit],
+                [limit, crash_budget],
             )
             moved, dead, dangling, calls = moved + r[0], dead + r[1], dangling + r[2], calls + 1
             if not r[3]:

@@ -154,6 +154,10 @@ class QueueKeys:
             raise ValueError(f"unknown state {state!r}; expected one of {', '.join(STATES)}")
         return self.base + state
 
+    def claim(self, claim_id: str) -> str:
+        """The record of one claim (its leased ids), for a replay after a lost reply."""
+        return f"{self.base}claim:{claim_id}"
+
     def idempotency(self, digest: str) -> str:
         """Key that maps an idempotency key's digest to the job holding it."""
         return self.base + "idem:" + digest

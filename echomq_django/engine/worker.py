@@ -32,12 +32,12 @@ import json
 import logging
 import math
 import os
-import queue as queue_module
 import secrets
 import socket
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -71,7 +71,13 @@ GIVE_BACK_CHECK_S = 0.05  # how often the heartbeat looks for such jobs
 MAX_BACKOFF_S = 5.0  # reconnect backoff ceiling
 MAX_LEASE_MS = 7 * 24 * 3600 * 1000  # what Jobs.claim accepts
 DEFAULT_RETRY_POLICY = RetryPolicy()
-BLOCK_SLACK_S = 2.0  # socket_timeout = block timeout + this: a hung read cannot wedge us
+BLOCK_SLACK_S = 2.0
+# Read-ahead jobs are marked started (Jobs.start_many) in batches just before they
+# run, as many as start within this long: one round trip per batch, and a crash
+# leaves at most that many jobs that had not really run marked as maybe-crashed.
+START_AHEAD_MS = 10.0
+START_MAX = 250
+STAMP_AFTER_S = 0.05  # a run still going after this long gets its start time stamped  # socket_timeout = block timeout + this: a hung read cannot wedge us
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +131,8 @@ class _Lease:
     lease_ms: int
     renewed_at: float  # monotonic time just before the call that set the current deadline
     claimed_at: float = 0.0
+    armed: bool = False  # marked started on the server (claim or start): it may run
+    stamped: bool = False  # the server holds this run's start time
     started: float = 0.0
     elapsed_ms: float = 0.0  # how long the handler ran
     finishing: bool = False  # the outcome is on its way: a refused extend means nothing
@@ -139,6 +147,17 @@ class _Lease:
     @property
     def task(self) -> str:
         return self.claimed.job.task if self.claimed.job else "?"
+
+    @property
+    def solo(self) -> bool:
+        """It was running when a worker died: it runs with nothing beside it (reap.lua)."""
+        return self.claimed.job is not None and self.claimed.job.solo
+
+    def ran_us(self) -> int:
+        """How long ago its run began, for the server to stamp it; -1 once stamped."""
+        if self.stamped or not self.started:
+            return -1
+        return int((time.monotonic() - self.started) * 1_000_000)
 
 
 def _renewal_time(lease: _Lease) -> float:
@@ -202,7 +221,16 @@ class Worker:
         # Started and not finished (a finished job stays held until its flush): at most
         # one per executor, so read-ahead sizing need not scan the whole read-ahead.
         self._running: set[_Lease] = set()
-        self._ready: queue_module.SimpleQueue[_Lease | None] = queue_module.SimpleQueue()
+        # Claimed, not yet started, in claim order; executors wait on _work for them.
+        self._ready: deque[_Lease] = deque()
+        self._work = threading.Condition(self._lock)
+        self._closing = False  # executors exit once the ready jobs are gone
+        self._solo: _Lease | None = None  # a solo job taken: nothing else starts meanwhile
+        self._solo_held = 0  # solo jobs held: the fetcher claims nothing more meanwhile
+        self._start_lock = threading.Lock()  # one start_many batch at a time
+        self._claim_seq = 0
+        self._claim_ids: dict[str, str] = {}  # queue -> the id of a claim to replay
+        self.fatal: str | None = None  # why the worker stopped itself (exit non-zero)
         self._outbox: list[tuple[_Lease, str]] = []
         self._outbox_since = 0.0
         # The heartbeat scans the held leases only when one may need renewing (or
@@ -253,8 +281,9 @@ class Worker:
         if not self._drain():
             self._abandoned.set()
             self._release_running()
-        for _ in executors:
-            self._ready.put(None)
+        with self._work:
+            self._closing = True
+            self._work.notify_all()
         self._flush()
         self._beat_done.set()
         self._beat_wake.set()
@@ -308,8 +337,9 @@ class Worker:
                     self._block(next_due)
                 else:  # burst with jobs still running: they may retry into pending
                     self._wait_for_change()
-        except BaseException:
+        except BaseException as exc:
             logger.exception("the fetcher failed; stopping the worker")
+            self.fatal = f"the fetcher failed: {type(exc).__name__}: {exc}"
             self.stop()
 
     def _wait_for_room(self) -> bool:
@@ -319,7 +349,7 @@ class Worker:
                 if self._stopping.is_set() or self._quota() == 0:
                     return False
                 self._read_ahead = self._target()
-                if self._room_for_batch():
+                if self._solo_held == 0 and self._room_for_batch():
                     return True
                 self._fetcher_waiting = True
                 self._room.wait(0.5)
@@ -330,7 +360,7 @@ class Worker:
         start: claim now, while the rest runs, so that the executors never wait for a
         claim's round trip. Called with the lock held."""
         free = self._read_ahead - self._unfinished()
-        return free > 0 and (free >= min(CLAIM_STEP, self._read_ahead / 2) or self._ready.empty())
+        return free > 0 and (free >= min(CLAIM_STEP, self._read_ahead / 2) or not self._ready)
 
     def _unfinished(self) -> int:
         """Held jobs not yet finished. Finished ones wait for their completion in the
@@ -354,8 +384,18 @@ class Worker:
         for name in self.queues:
             if got >= want:
                 break
+            with self._lock:  # executors with nothing to do start these at once
+                idle = max(0, self.concurrency - len(self._running) - len(self._ready))
             sent = time.monotonic()
-            claim = self.jobs.claim(name, self.id, count=want - got, lease_ms=self.lease_ms)
+            claim = self.jobs.claim(
+                name,
+                self.id,
+                count=want - got,
+                lease_ms=self.lease_ms,
+                claim_id=self._claim_id(name),
+                start_now=min(idle, want - got),
+            )
+            del self._claim_ids[name]  # answered: the next claim is a new one
             if claim.next_due_ms is not None:
                 delta = claim.next_due_ms - claim.now_ms
                 if next_due is None or delta < next_due[0]:
@@ -365,21 +405,36 @@ class Worker:
                 self._hold(claim, sent)
         return got, next_due
 
+    def _claim_id(self, queue: str) -> str:
+        """The claim's name: kept until the claim is answered, so that a claim whose
+        reply was lost is asked again under it and returns its jobs (claim.lua)."""
+        if queue not in self._claim_ids:
+            self._claim_seq += 1
+            self._claim_ids[queue] = f"{self.id}#{self._claim_seq}"
+        return self._claim_ids[queue]
+
     def _hold(self, claim: Claim, sent: float) -> None:
         leases = [
-            _Lease(c, self._granted_lease_ms(claim, c), renewed_at=sent, claimed_at=sent)
+            _Lease(
+                c,
+                self._granted_lease_ms(claim, c),
+                renewed_at=sent,
+                claimed_at=sent,
+                armed=c.job is not None and c.job.started,
+            )
             for c in claim.jobs
         ]
         renew_at = min(_renewal_time(lease) for lease in leases)
-        with self._lock:
+        with self._work:
             for lease in leases:
                 self._held[lease.key] = lease
+                self._solo_held += lease.solo
             self.stats.claimed += len(leases)
             sooner = renew_at < self._renew_at
             if sooner:
                 self._renew_at = renew_at
-        for lease in leases:
-            self._ready.put(lease)
+            self._ready.extend(leases)
+            self._work.notify(len(leases))
         if sooner:  # a shorter lease than those held: the heartbeat must wake earlier
             self._beat_wake.set()
 
@@ -496,32 +551,99 @@ class Worker:
 
     def _execute_loop(self) -> None:
         while True:
-            try:
-                lease = self._ready.get_nowait()
-            except queue_module.Empty:
-                self._flush()  # about to wait: nothing may sit in the outbox meanwhile
-                lease = self._ready.get()
+            lease = self._take()
             if lease is None:
                 return
-            with self._lock:  # starting and giving back (_give_back_stuck) exclude each other
-                given_back = lease.released
-                if not given_back:
-                    lease.started = time.monotonic()
-                    self._running.add(lease)
-                if self._fetcher_waiting and self._room_for_batch():
-                    self._room.notify_all()
-            if given_back:
-                continue
             try:
-                if self._stopping.is_set():
+                if self._stopping.is_set() or not self._mark_started(lease):
                     self._release(lease)
+                elif lease.lost:
+                    self._discard(lease)
                 else:
                     self._process(lease)
             except BaseException:  # never lose an executor thread; the reaper recovers the job
                 logger.exception("job %s: the worker failed while finishing it", lease.claimed.id)
                 self._forget(lease)
+            finally:
+                if self._solo is lease:
+                    with self._work:
+                        self._solo = None
+                        self._work.notify_all()
+
+    def _take(self) -> _Lease | None:
+        """The next claimed job to run, in claim order; None when the worker closes.
+
+        A solo job waits until nothing else runs here, and nothing starts beside it:
+        if this process dies now, the crash is its own (reap.lua charges it alone).
+        """
+        with self._work:
+            while True:
+                lease = self._ready[0] if self._ready else None
+                if lease is not None and lease.released:
+                    self._ready.popleft()  # given back meanwhile (_give_back_stuck)
+                    continue
+                if lease is not None and self._solo is None:
+                    if not (lease.solo and self._running):
+                        self._ready.popleft()
+                        if lease.solo:
+                            self._solo = lease
+                        lease.started = time.monotonic()  # give-back leaves it alone now
+                        self._running.add(lease)
+                        if self._fetcher_waiting and self._room_for_batch():
+                            self._room.notify_all()
+                        return lease
+                elif lease is None:
+                    if self._closing:
+                        return None
+                    if self._outbox:  # about to wait: nothing may sit in the outbox meanwhile
+                        self._work.release()
+                        try:
+                            self._flush()
+                        finally:
+                            self._work.acquire()
+                        continue
+                self._work.wait(0.5)
+
+    def _mark_started(self, lease: _Lease) -> bool:
+        """Tell the server this job's run begins (with the next ones of the read-ahead,
+        in one round trip), before it runs. False: it could not be told; do not run it."""
+        if lease.armed or lease.claimed.job is None:  # a corrupt row runs no task
+            return True
+        with self._start_lock:
+            if lease.armed:  # another executor's batch marked it meanwhile
+                return True
+            batch = self._start_batch(lease)
+            items = [(le.claimed.queue, le.claimed.id, le.claimed.token) for le in batch]
+            try:
+                replies = self._call_server("start", lambda: self.jobs.start_many(self.id, items))
+            except ServerUnavailable:
+                return False  # shutdown gave up; unmarked, the reaper returns it free
+            for le, reply in zip(batch, replies):
+                if isinstance(reply, StaleToken):
+                    le.lost = str(reply)
+                elif isinstance(reply, Exception):
+                    logger.error("job %s: could not mark it started: %r", le.claimed.id, reply)
+                    le.lost = str(reply)
+                else:
+                    le.armed = True
+        return True
+
+    def _start_batch(self, lease: _Lease) -> list[_Lease]:
+        """``lease`` and the unmarked read-ahead jobs due to start within START_AHEAD_MS."""
+        ahead = START_MAX
+        if self._avg_ms is not None:
+            ahead = int(self.concurrency * START_AHEAD_MS / max(self._avg_ms, 0.01))
+        batch = [lease]
+        with self._lock:
+            for other in self._ready:
+                if len(batch) > min(ahead, START_MAX):
+                    break
+                if not (other.armed or other.solo or other.released or other.claimed.job is None):
+                    batch.append(other)
+        return batch
 
     def _process(self, lease: _Lease) -> None:
+        lease.started = time.monotonic()  # the run begins now (marking it took a round trip)
         outcome = self._call_handler(lease.claimed)
         elapsed_ms = lease.elapsed_ms = (time.monotonic() - lease.started) * 1000
         self._avg_ms = elapsed_ms if self._avg_ms is None else 0.8 * self._avg_ms + 0.2 * elapsed_ms
@@ -562,7 +684,7 @@ class Worker:
                 self._outbox_since = now
             self._outbox.append((lease, result))
             due = self._flush_due(now)
-        if self._ready.empty():
+        if not self._ready:
             self._flush()
         elif started_batch or due:
             self._beat_wake.set()
@@ -591,9 +713,10 @@ class Worker:
 
     def _send_completions(self, batch: list[tuple[_Lease, str]], patient: bool) -> None:
         items = [(le.claimed.queue, le.claimed.id, le.claimed.token, res) for le, res in batch]
+        ran_us = [le.ran_us() for le, _ in batch]
 
         def send() -> list[object]:
-            return self.jobs.complete_many(items)
+            return self.jobs.complete_many(items, ran_us=ran_us)
 
         try:
             replies = self._call_server("complete", send) if patient else send()
@@ -650,6 +773,7 @@ class Worker:
                     summary=failure.summary,
                     backoff_ms=backoff,
                     give_up=not failure.retry,
+                    ran_us=lease.ran_us(),
                 ),
             )
         except StaleToken as exc:
@@ -678,8 +802,9 @@ class Worker:
         """Let go of held jobs; the fetcher is woken once, not once per job."""
         with self._room:
             self._running.difference_update(leases)
-            gone = [self._held.pop(lease.key, None) for lease in leases]
-            if any(lease is not None for lease in gone):
+            gone = [lease for lease in leases if self._held.pop(lease.key, None) is not None]
+            self._solo_held -= sum(lease.solo for lease in gone)
+            if gone:
                 self._room.notify_all()
 
     def _log_job(self, lease: _Lease, what: str, level: int = logging.WARNING) -> None:
@@ -732,6 +857,15 @@ class Worker:
                         due.append(lease)
                     elif at < self._renew_at:
                         self._renew_at = at
+            # A run going on for a while gets its start time on the server now, not at
+            # its end: its result shows when it started while it runs.
+            for lease in self._running:
+                if lease not in due and not lease.stamped and not lease.lost:
+                    at = lease.started + STAMP_AFTER_S
+                    if at <= now:
+                        due.append(lease)
+                    elif at < self._renew_at:
+                        self._renew_at = at
         if not due:
             return True
         try:
@@ -748,12 +882,13 @@ class Worker:
     def _extend(self, due: list[_Lease]) -> None:
         sent = time.monotonic()
         items = [(le.claimed.queue, le.claimed.id, le.claimed.token, le.lease_ms) for le in due]
+        ran_us = [le.ran_us() if le in self._running else -1 for le in due]
         try:
-            replies = self.jobs.extend_many(items)
+            replies = self.jobs.extend_many(items, ran_us=ran_us)
         except ServerUnavailable as exc:
             self._server_down("extend", exc)
             raise
-        for lease, reply in zip(due, replies):
+        for lease, reply, us in zip(due, replies, ran_us):
             if isinstance(reply, StaleToken):
                 if not lease.finishing:  # a finished job's complete may simply have won the race
                     lease.lost = str(reply)
@@ -769,6 +904,7 @@ class Worker:
                 logger.error("job %s: extend failed: %r", lease.claimed.id, reply)
             else:
                 lease.renewed_at = sent
+                lease.stamped = lease.stamped or us >= 0
 
     def _next_renewal(self, now: float, next_registry: float) -> float:
         with self._lock:
@@ -833,14 +969,9 @@ class Worker:
 
     def _release_waiting(self) -> None:
         """Give back at once the jobs claimed but not started (they are someone else's now)."""
-        waiting = []
-        while True:
-            try:
-                lease = self._ready.get_nowait()
-            except queue_module.Empty:
-                break
-            if lease is not None and not lease.released:
-                waiting.append(lease)
+        with self._lock:
+            waiting = [lease for lease in self._ready if not lease.released]
+            self._ready.clear()
         if waiting:
             self._release(*waiting)
 

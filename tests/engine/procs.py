@@ -35,7 +35,7 @@ def claim_until_empty(
 def claim_and_hang(url: str, queue: str, lease_ms: int, claimed: Any) -> None:
     """Claim one job, say so, and hang until killed: a worker that dies mid-job."""
     jobs = Jobs(Connector.from_url(url))
-    jobs.claim(queue, "doomed", lease_ms=lease_ms)
+    jobs.claim(queue, "doomed", lease_ms=lease_ms, start_now=1)  # it started running
     claimed.set()
     time.sleep(600)
 
@@ -59,9 +59,11 @@ def shifted_clock_session(url: str, queue: str, shift_s: float, lease_ms: int) -
 
     job_id = jobs.enqueue(queue, NewJob(payload="{}", max_attempts=5)).id
     before_claim = server_ms()
-    claimed = jobs.claim(queue, "clock-worker", lease_ms=lease_ms).jobs[0]
+    ran_from = time.monotonic()  # the run's start, on the (unshifted) monotonic clock
+    claimed = jobs.claim(queue, "clock-worker", lease_ms=lease_ms, start_now=1).jobs[0]
     after_claim = server_ms()
-    extended = jobs.extend(queue, job_id, claimed.token, lease_ms * 2)
+    ran_us = int((time.monotonic() - ran_from) * 1e6)
+    extended = jobs.extend(queue, job_id, claimed.token, lease_ms * 2, ran_us=ran_us)
     after_extend = server_ms()
     reaped = jobs.reap(queue).moved  # a client hours ahead must not expire a live lease
     retried = jobs.retry(
@@ -75,7 +77,7 @@ def shifted_clock_session(url: str, queue: str, shift_s: float, lease_ms: int) -
         "before_claim": before_claim,
         "after_claim": after_claim,
         "claim_deadline": claimed.job.lease_deadline,
-        "started_at_us": claimed.job.started_at,
+        "started_at_us": row.started_at,  # stamped by the extend: the run began at the claim
         "extended": extended,
         "after_extend": after_extend,
         "reaped": reaped,

@@ -286,12 +286,16 @@ def test_claim_survives_a_foreign_key_where_a_row_should_be(jobs):
 
 def test_reap_and_retry_survive_corrupt_counters(jobs):
     job_id = jobs.enqueue(QUEUE, new()).id
-    jobs.connector.client.hset(QueueKeys.of(QUEUE).job(job_id), "max_attempts", "lots")
+    key = QueueKeys.of(QUEUE).job(job_id)
+    jobs.connector.client.hset(key, mapping={"max_attempts": "lots", "solo": "1"})
     jobs.claim(QUEUE, WORKER, lease_ms=1)
-    jobs.connector.client.hset(QueueKeys.of(QUEUE).job(job_id), "dead_ttl_ms", "forever")
+    jobs.start_many(WORKER, [(QUEUE, job_id, 1)])  # it ran alone: its crash is charged
+    jobs.connector.client.hset(
+        key, mapping={"dead_ttl_ms": "forever", "crashes": "lots", "refunds": "none"}
+    )
     time.sleep(0.005)
-    sweep = jobs.reap(QUEUE)
-    assert (sweep.moved, sweep.dead) == (0, 1)  # an unreadable budget counts as 1 attempt
+    sweep = jobs.reap(QUEUE, crash_budget=1)
+    assert (sweep.moved, sweep.dead) == (0, 1)  # an unreadable crash count reads as none
     assert assert_one_place(jobs) == {job_id: "dead"}
     assert row(jobs, job_id)["state"] == "dead"
 

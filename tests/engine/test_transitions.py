@@ -12,7 +12,17 @@ from echomq_django.engine.errors import JobExists, JobNotFound, StaleToken, Wron
 from echomq_django.engine.jobs import DEFAULT_LEASE_MS
 from echomq_django.engine.keyspace import QueueKeys
 
-from .conftest import QUEUE, WORKER, assert_one_place, enqueue_n, error_json, members, new, row
+from .conftest import (
+    QUEUE,
+    WORKER,
+    assert_one_place,
+    dump,
+    enqueue_n,
+    error_json,
+    members,
+    new,
+    row,
+)
 
 
 def server_ms(jobs) -> int:
@@ -163,14 +173,25 @@ def test_claim_promotes_due_jobs_and_reports_the_next_due_time(jobs):
     assert members(jobs)["scheduled"] == [later]
 
 
-def test_claim_records_every_worker_that_held_the_job(jobs):
-    jobs.enqueue(QUEUE, new(max_attempts=5))
-    first = expire(jobs, worker="w-a")
+def test_worker_ids_and_start_times_record_the_runs_not_the_claims(jobs):
+    job_id = jobs.enqueue(QUEUE, new(max_attempts=5)).id
+    jobs.claim(QUEUE, "w-idle", lease_ms=1)  # leased, never started: not a run
+    time.sleep(0.005)
     jobs.reap(QUEUE)
-    second = claim_one(jobs, worker="w-b")
-    assert second.token == first.token + 1
-    assert second.job.worker_ids == ("w-a", "w-b")
-    assert second.job.started_at == first.job.started_at  # the first start is kept
+    first = jobs.claim(QUEUE, "w-a", lease_ms=1, start_now=1).jobs[0]
+    assert (first.job.worker_ids, first.job.started, first.job.started_at) == (("w-a",), True, None)
+    jobs.extend(QUEUE, job_id, first.token, 1, ran_us=2_000)  # stamped: began 2 ms ago
+    started_at = jobs.get(QUEUE, job_id).started_at
+    time.sleep(0.005)
+    jobs.reap(QUEUE)
+    second = claim_one(jobs, worker="w-b")  # it was running: it comes back solo, unstarted
+    assert (second.token, second.job.solo, second.job.started) == (first.token + 1, True, False)
+    assert jobs.start_many("w-b", [(QUEUE, job_id, second.token)]) == [1]
+    jobs.complete(QUEUE, job_id, second.token, ran_us=1_000)
+    job = jobs.get(QUEUE, job_id)
+    assert job.worker_ids == ("w-a", "w-b")
+    assert job.started_at == started_at < job.last_attempted_at < job.finished_at
+    assert job.finished_at - job.last_attempted_at >= 1_000
 
 
 # -- complete -----------------------------------------------------------------------------
@@ -194,12 +215,15 @@ def test_complete_stores_the_result_and_keeps_the_row_for_its_ttl(jobs):
     assert stats.metrics["completed"] == 1 and stats.counts["completed"] == 1
 
 
-def test_complete_twice_is_stale(jobs):
+def test_complete_again_answers_the_same_and_another_token_is_stale(jobs):
     jobs.enqueue(QUEUE, new())
     c = claim_one(jobs)
-    jobs.complete(QUEUE, c.id, c.token)
+    finished = jobs.complete(QUEUE, c.id, c.token, '"first"')
+    before = dump(jobs.connector.client)
+    assert jobs.complete(QUEUE, c.id, c.token, '"again"') == finished  # a lost reply, re-sent
+    assert dump(jobs.connector.client) == before
     with pytest.raises(StaleToken, match="completed, not active"):
-        jobs.complete(QUEUE, c.id, c.token)
+        jobs.complete(QUEUE, c.id, c.token + 1)
 
 
 def test_complete_many_returns_errors_as_values(jobs):
@@ -311,21 +335,39 @@ def test_release_refunds_the_attempt_and_keeps_the_place(jobs):
 # -- reap ---------------------------------------------------------------------------------
 
 
-def test_reap_returns_expired_leases_and_records_lease_expired(jobs):
-    jobs.enqueue(QUEUE, new(max_attempts=2))
-    c = expire(jobs)
-    sweep = jobs.reap(QUEUE)
-    assert (sweep.moved, sweep.dead, sweep.calls) == (1, 0, 1)
-    job = jobs.get(QUEUE, c.id)
-    assert (job.state, job.worker, job.lease_deadline) == ("pending", "", None)
-    (err,) = job.error_list
-    assert err["exception_class_path"] == "echomq_django.engine.errors.LeaseExpired"
-    assert WORKER in err["traceback"] and job.last_error.startswith("LeaseExpired")
-    c2 = expire(jobs)
-    assert jobs.reap(QUEUE).dead == 1  # the second expired attempt was the last
-    assert jobs.get(QUEUE, c2.id).state == "dead"
+def test_reap_charges_a_job_only_for_a_crash_it_ran_alone(jobs):
+    """Per-job accounting: unstarted -> back free; started beside others -> back free and
+    solo; started solo -> a WorkerCrashed charged, dead at the crash budget."""
+    job_id = jobs.enqueue(QUEUE, new(max_attempts=1)).id
+    for _ in range(3):  # read-ahead that never started costs nothing, however often
+        expire(jobs)
+        assert (jobs.reap(QUEUE, crash_budget=2).moved, jobs.get(QUEUE, job_id).solo) == (1, False)
+    job = jobs.get(QUEUE, job_id)
+    assert (job.state, job.counted_attempts, job.error_list, job.worker_ids) == (
+        "pending",
+        0,
+        [],
+        (),
+    )
+    jobs.claim(QUEUE, WORKER, lease_ms=1, start_now=1)  # it ran, beside others maybe
+    time.sleep(0.005)
+    assert jobs.reap(QUEUE, crash_budget=2).moved == 1
+    job = jobs.get(QUEUE, job_id)
+    assert (job.state, job.solo, job.crashes, job.counted_attempts) == ("pending", True, 0, 0)
+    for crash in (1, 2):
+        c = expire(jobs)
+        assert jobs.start_many(WORKER, [(QUEUE, job_id, c.token)]) == [1]
+        time.sleep(0.005)
+        sweep = jobs.reap(QUEUE, crash_budget=2)
+        assert (sweep.moved, sweep.dead) == ((1, 0) if crash == 1 else (0, 1))
+    job = jobs.get(QUEUE, job_id)
+    assert (job.state, job.crashes, job.counted_attempts) == ("dead", 2, 0)
+    assert [e["exception_class_path"] for e in job.error_list] == [
+        "echomq_django.engine.errors.WorkerCrashed"
+    ] * 2
+    assert WORKER in job.error_list[0]["traceback"] and job.last_error.startswith("WorkerCrashed")
     metrics = jobs.stats(QUEUE).metrics
-    assert (metrics["reaped"], metrics["reaped_dead"]) == (1, 1)
+    assert (metrics["reaped"], metrics["reaped_unstarted"], metrics["reaped_dead"]) == (5, 3, 1)
 
 
 def test_reap_leaves_live_leases_alone(jobs):

@@ -48,9 +48,9 @@ def test_a_worker_killed_mid_job_delays_it_by_one_lease(valkey_jobs, valkey_url,
     recovered_after = time.monotonic() - killed_at
     job = jobs.get("q", job_id)
     assert job.attempts == 2 and job.worker_ids == ("first", "second")
-    assert [e["exception_class_path"] for e in job.error_list] == [
-        "echomq_django.engine.errors.LeaseExpired"
-    ]
+    # Its worker died while it ran (perhaps beside others): no attempt spent, no error
+    # recorded; it came back solo and ran alone.
+    assert (job.counted_attempts, job.error_list, job.solo, job.crashes) == (1, [], True, 0)
     assert json.loads(job.result) == {"pid": second.pid}
     assert 0.2 < recovered_after < 5  # within about one lease (the rest of it) plus the job
 

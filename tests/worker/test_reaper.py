@@ -33,15 +33,15 @@ def test_one_tick_reaps_promotes_and_trims(jobs):
     assert jobs.get("q", expired).state == "pending" and jobs.get("q", scheduled).state == "pending"
 
 
-def test_expired_leases_go_back_to_pending_and_past_max_attempts_to_dead(jobs):
+def test_expired_leases_go_back_to_pending_without_spending_an_attempt(jobs):
     back = expire_lease(jobs, "q", 2)
     last = jobs.enqueue("q", NewJob(payload="{}", max_attempts=1)).id
-    jobs.claim("q", "gone", lease_ms=1)
+    jobs.claim("q", "gone", lease_ms=1, start_now=1)  # it ran: it comes back, solo
     time.sleep(0.005)
     (sweep,) = Reaper(jobs, ["q"], discover=False).tick()
-    assert (sweep.reaped.moved, sweep.reaped.dead) == (2, 1)
-    assert [jobs.get("q", i).state for i in back] == ["pending", "pending"]
-    assert jobs.get("q", last).state == "dead"
+    assert (sweep.reaped.moved, sweep.reaped.dead) == (3, 0)
+    assert [jobs.get("q", i).state for i in [*back, last]] == ["pending"] * 3
+    assert jobs.get("q", last).solo and jobs.get("q", last).counted_attempts == 0
 
 
 def test_retention_is_trimmed(jobs):

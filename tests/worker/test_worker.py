@@ -473,10 +473,10 @@ def test_a_job_whose_completion_is_on_the_wire_is_neither_running_nor_slowing_re
     on_the_wire, let_through = threading.Event(), threading.Event()
     complete_many = jobs.complete_many
 
-    def held_up(items):
+    def held_up(items, **kwargs):
         on_the_wire.set()
         let_through.wait(10)
-        return complete_many(items)
+        return complete_many(items, **kwargs)
 
     monkeypatch.setattr(jobs, "complete_many", held_up)
     rw = start_worker(lambda c: Success("null"), concurrency=1)

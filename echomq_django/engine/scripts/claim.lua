@@ -6,42 +6,81 @@
 --
 -- KEYS[1] pending  ZSET   KEYS[2] scheduled  ZSET   KEYS[3] active  ZSET
 -- KEYS[4] seq      STRING KEYS[5] metrics    HASH   KEYS[6] wake    ZSET
--- KEYS[7] dead     ZSET
+-- KEYS[7] dead     ZSET   KEYS[8] this claim's record STRING (emq:{q}:claim:<claim id>)
 --
 -- ARGV[1] count   ARGV[2] worker id   ARGV[3] default lease_ms   ARGV[4] promote limit
--- ARGV[5..] the row fields to return, in order (jobs.ROW_FIELDS; it must name id,
---           state, attempts, lease_ms, started_at, last_attempted_at,
---           lease_deadline, worker and worker_ids)
+-- ARGV[5] how many of the claimed jobs start at once (the worker's idle executors):
+--         those are marked started in this call, the rest by a later `start`
+-- ARGV[6..] the row fields to return, in order (jobs.ROW_FIELDS; it must name id,
+--           state, attempts, lease_ms, lease_deadline, worker, worker_ids, solo, run)
 --
 -- Reply: {now_ms, next_due_ms or -1, job...} where each job is its row's fields
--- ARGV[5..] after the claim (attempts = the token). A popped id without a row (or with a
--- key of another type in its place, or that is not a job id at all) is dropped:
--- the pop repairs the set, and no command can fail on a wrong type after the
--- batch was popped. A row whose attempts is not an integer goes to dead.
+-- ARGV[6..] after the claim (attempts = the token).
+--
+-- Idempotent per claim id: the record (KEYS[8], kept for the default lease) lists
+-- the jobs this claim leased, so a worker whose reply was lost asks again with the
+-- same id and gets the same jobs back (those it still holds), not a second batch;
+-- nothing is counted twice and no job is stranded for a lease.
+--
+-- A `solo` job (it was running, or may have been, when a worker died) is claimed
+-- alone: a batch stops before it, and it is never batched with others, so a job
+-- that kills its worker cannot take healthy jobs with it twice.
+--
+-- A popped id without a row (or with a key of another type in its place, or that
+-- is not a job id at all) is dropped: the pop repairs the set, and no command can
+-- fail on a wrong type after the batch was popped. A row whose attempts is not an
+-- integer goes to dead.
 -- @include "common"
 -- @include "moves"
 
 local count, worker, default_lease = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-promote_due(KEYS[2], KEYS[1], KEYS[4], tonumber(ARGV[4]))
+local start_now = tonumber(ARGV[5])
 
 -- Where each field sits in a reply row.
 local at = {}
-for i = 5, #ARGV do
-  at[ARGV[i]] = i - 4
+for i = 6, #ARGV do
+  at[ARGV[i]] = i - 5
+end
+local reply = {now_ms, -1}
+
+local function next_due()
+  local nxt = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+  if nxt[2] then reply[2] = tonumber(nxt[2]) end
+  return reply
 end
 
-local reply = {now_ms, -1}
+-- A replay: the reply of this claim was lost. Return what it leased that the worker
+-- still holds under the same token; claim nothing new.
+local record = redis.call('GET', KEYS[8])
+if record then
+  for id, token in string.gmatch(record, '(%S+):(%d+)') do
+    local row = redis.pcall('HMGET', row_key(id), unpack(ARGV, 6))
+    if not row.err and row[at.state] == 'active' and row[at.attempts] == token
+      and row[at.worker] == worker then
+      reply[#reply + 1] = row
+    end
+  end
+  return next_due()
+end
+
+promote_due(KEYS[2], KEYS[1], KEYS[4], tonumber(ARGV[4]))
 local popped = redis.call('ZPOPMIN', KEYS[1], count)
-local claimed, dangling = 0, 0
+local claimed, dangling, leased = 0, 0, {}
 for i = 1, #popped, 2 do
   local id = popped[i]
   local jk = row_key(id)
   -- One read gives the reply row and what the claim needs. A key of another type at
   -- the row's name fails it (pcall) before any write; a row always has 'id' (the
   -- claim rewrites it), so only a row without one costs an EXISTS.
-  local row = is_job_id(id) and redis.pcall('HMGET', jk, unpack(ARGV, 5))
+  local row = is_job_id(id) and redis.pcall('HMGET', jk, unpack(ARGV, 6))
   if not row or row.err or (not row[at.id] and redis.call('EXISTS', jk) == 0) then
     dangling = dangling + 1
+  elseif row[at.solo] == '1' and claimed > 0 then
+    -- Put it and the rest back, in their order: it goes alone, in a claim of its own.
+    for j = i, #popped, 2 do
+      redis.call('ZADD', KEYS[1], popped[j + 1], popped[j])
+    end
+    break
   else
     local token = redis.pcall('HINCRBY', jk, 'attempts', 1)
     if type(token) == 'table' then
@@ -54,26 +93,33 @@ for i = 1, #popped, 2 do
       local lease = tonumber(row[at.lease_ms])
       if not (lease and lease >= 1 and lease <= 604800000) then lease = default_lease end
       local deadline = now_ms + lease
-      local workers, before = worker, row[at.worker_ids]
-      if before and before ~= '' then workers = before .. '\n' .. worker end
-      local started = row[at.started_at]
-      if not started or started == '' then started = fmt(now_us) end
       -- The key names the job: 'id' is rewritten from it, so a row planted without
       -- an id (or with another job's) still comes back as this job, and is fenced
       -- and dead-lettered under its own key.
-      redis.call('HSET', jk, 'id', id, 'state', 'active', 'worker', worker, 'worker_ids', workers,
-        'last_attempted_at', fmt(now_us), 'lease_deadline', fmt(deadline), 'started_at', started)
-      redis.call('ZADD', KEYS[3], fmt(deadline), id)
       row[at.id], row[at.state], row[at.attempts] = id, 'active', fmt(token)
-      row[at.worker], row[at.worker_ids], row[at.started_at] = worker, workers, started
-      row[at.last_attempted_at], row[at.lease_deadline] = fmt(now_us), fmt(deadline)
+      row[at.worker], row[at.lease_deadline] = worker, fmt(deadline)
+      if claimed < start_now and row[at.solo] ~= '1' then
+        local workers = mark_started(jk, fmt(token), worker, row[at.worker_ids])
+        row[at.worker_ids], row[at.run] = workers, fmt(token)
+      end
+      redis.call('HSET', jk, 'id', id, 'state', 'active', 'worker', worker,
+        'lease_deadline', fmt(deadline))
+      redis.call('ZADD', KEYS[3], fmt(deadline), id)
       reply[#reply + 1] = row
+      leased[#leased + 1] = id .. ':' .. fmt(token)
       claimed = claimed + 1
+      if row[at.solo] == '1' then
+        for j = i + 2, #popped, 2 do
+          redis.call('ZADD', KEYS[1], popped[j + 1], popped[j])
+        end
+        break
+      end
     end
   end
 end
 if claimed > 0 then
   redis.call('HINCRBY', KEYS[5], 'claimed', claimed)
+  redis.call('SET', KEYS[8], table.concat(leased, ' '), 'PX', default_lease)
 end
 if dangling > 0 then
   redis.call('HINCRBY', KEYS[5], 'dangling', dangling)
@@ -82,6 +128,4 @@ end
 if #popped > 0 and redis.call('ZCARD', KEYS[1]) > 0 then
   wake(KEYS[6])
 end
-local nxt = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-if nxt[2] then reply[2] = tonumber(nxt[2]) end
-return reply
+return next_due()

@@ -3,29 +3,37 @@
 -- KEYS[1] active  ZSET   KEYS[2] completed  ZSET   KEYS[3] metrics  HASH
 -- KEYS[3 + i] job i's row HASH (i = 1..n, all of this queue)
 --
--- ARGV[3i - 2] job i's id   ARGV[3i - 1] its token (the attempts value the claim
--- returned)   ARGV[3i] its result (opaque string)
+-- ARGV[4i - 3] job i's id   ARGV[4i - 2] its token (the attempts value the claim
+-- returned)   ARGV[4i - 1] its result (opaque string)   ARGV[4i] µs since its run
+-- began (-1: stamped already; see stamp_run)
 --
 -- Reply: one entry per job, in order: finished_at (server µs), or an EMQSTALE
--- error when the caller no longer holds that lease (reaped, re-claimed, finished
--- or removed); that job is left unchanged, the others complete. Each job's move is
--- the same as alone; batching shares the clock, the counters and the round trip
--- (a worker flushes the completions of its short jobs together).
+-- error when the caller no longer holds that lease (reaped, re-claimed, failed or
+-- removed); that job is left unchanged, the others complete. Idempotent: the same
+-- call again (its reply was lost) answers the same finished_at and changes nothing.
+-- Each job's move is the same as alone; batching shares the clock, the counters and
+-- the round trip (a worker flushes the completions of its short jobs together).
 -- The row is kept until finished + result_ttl_ms: that is its score in completed.
 -- @include "common"
 -- @include "moves"
 
 local reply, done = {}, 0
 for i = 1, #KEYS - 3 do
-  local jk, id = KEYS[3 + i], ARGV[3 * i - 2]
-  local stale, row = fence(jk, ARGV[3 * i - 1], 'complete', 'result_ttl_ms', 'idem')
+  local jk, id, token = KEYS[3 + i], ARGV[4 * i - 3], ARGV[4 * i - 2]
+  local stale, row = fence(jk, token, 'complete', 'result_ttl_ms', 'idem')
   if stale then
-    reply[i] = stale
+    local was = redis.pcall('HMGET', jk, 'state', 'attempts', 'finished_at')
+    if not was.err and was[1] == 'completed' and was[2] == token and was[3] then
+      reply[i] = was[3]
+    else
+      reply[i] = stale
+    end
   else
     local ttl = tonumber(row[3]) or 86400000
+    stamp_run(jk, ARGV[4 * i])
     redis.call('ZREM', KEYS[1], id)
     redis.call('ZADD', KEYS[2], fmt(now_ms + ttl), id)
-    redis.call('HSET', jk, 'state', 'completed', 'finished_at', fmt(now_us), 'result', ARGV[3 * i])
+    redis.call('HSET', jk, 'state', 'completed', 'finished_at', fmt(now_us), 'result', ARGV[4 * i - 1])
     redis.call('HDEL', jk, 'worker', 'lease_deadline')
     release_idempotency(jk, id, row[4] or '')
     reply[i] = fmt(now_us)

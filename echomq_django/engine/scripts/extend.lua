@@ -3,6 +3,7 @@
 --
 -- KEYS[1] active  ZSET   KEYS[2] job row  HASH
 -- ARGV[1] job id   ARGV[2] token   ARGV[3] lease_ms
+-- ARGV[4] µs since the run began, for a job whose run is not stamped yet (-1: none)
 --
 -- Reply: the new deadline (Unix ms). Error: EMQSTALE when the lease was lost;
 -- the worker must then not complete the job over the new holder.
@@ -22,4 +23,5 @@ if stale then return stale end
 local deadline = now_ms + tonumber(ARGV[3])
 redis.call('ZADD', KEYS[1], 'XX', fmt(deadline), id)
 redis.call('HSET', jk, 'lease_deadline', fmt(deadline))
+stamp_run(jk, ARGV[4])
 return deadline

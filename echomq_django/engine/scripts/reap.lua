@@ -1,13 +1,26 @@
--- reap: expired leases back to pending, or to dead past max_attempts.
+-- reap: expired leases back to pending, or to dead past the crash budget.
 --
--- A lease past its deadline (server clock) means the worker died or stalled.
--- The attempt counts (no refund: a job that kills its worker every time must
--- end in dead, not loop forever); a LeaseExpired error is recorded. Bounded:
--- at most ARGV[1] jobs per call; the caller loops while `more` is 1.
+-- A lease past its deadline (server clock) means the worker died or stalled. What
+-- that costs the job depends on what the server knows of its run (per-job
+-- accounting: a job pays only for its own faults):
+--
+-- * not started in this lease (`run` is not the lease's token: it waited in the
+--   worker's read-ahead, or the claim's reply was lost): back to its old place,
+--   free: the attempt is refunded.
+-- * started, not `solo`: it may have crashed its worker, or run beside the job
+--   that did. Back free, but `solo`: it is claimed alone and run alone from now on,
+--   so the next crash is its own.
+-- * started and `solo`: it ran alone and its worker died. That is a crash it
+--   caused: `crashes` + 1 and a WorkerCrashed error; dead once crashes reach the
+--   budget (ARGV[2]), else back, still solo.
+--
+-- A crash re-delivery is never one of the job's max_attempts (those count the runs
+-- whose task raised or timed out): every reaped attempt is refunded.
+-- Bounded: at most ARGV[1] jobs per call; the caller loops while `more` is 1.
 --
 -- KEYS[1] active  ZSET   KEYS[2] pending  ZSET   KEYS[3] dead  ZSET
 -- KEYS[4] seq     STRING KEYS[5] metrics  HASH   KEYS[6] wake  ZSET
--- ARGV[1] limit
+-- ARGV[1] limit   ARGV[2] crash budget (crashes that send a job to dead, >= 1)
 --
 -- Reply: {returned to pending, moved to dead, dangling ids dropped, more (1/0)}
 -- A dangling id (no row, a key of another type, a row not active) is only
@@ -15,25 +28,41 @@
 -- @include "common"
 -- @include "moves"
 
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', fmt(now_ms), 'LIMIT', 0, tonumber(ARGV[1]))
-local returned, dead, dangling = 0, 0, 0
+local limit, budget = tonumber(ARGV[1]), tonumber(ARGV[2])
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', fmt(now_ms), 'LIMIT', 0, limit)
+local returned, dead, dangling, unstarted = 0, 0, 0, 0
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], id)
   local jk = row_key(id)
   local row = {}
   if is_row(jk) then
-    row = redis.call('HMGET', jk, 'state', 'worker', 'lease_deadline')
+    row = redis.call('HMGET', jk, 'state', 'worker', 'attempts', 'run', 'solo', 'refunds',
+      'crashes')
   end
   if row[1] ~= 'active' then
     dangling = dangling + 1
   else
-    local holder = row[2] or '?'
-    append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.LeaseExpired",'
-      .. '"traceback":"LeaseExpired: the lease held by worker ' .. holder
-      .. ' expired at ' .. tostring(row[3]) .. ' ms (server clock) before the job finished"}',
-      'LeaseExpired: lease held by ' .. holder .. ' expired')
-    local used, max = used_attempts(jk)
-    if used >= max then
+    -- Counters are read, not HINCRBY'd: a corrupt one (not an integer) must not fail the
+    -- script after this batch's first moves. It reads as 0.
+    redis.call('HSET', jk, 'refunds', fmt((tonumber(row[6]) or 0) + 1))
+    local to = 'pending'
+    if row[4] ~= row[3] then
+      unstarted = unstarted + 1
+    elseif row[5] ~= '1' then
+      redis.call('HSET', jk, 'solo', '1')
+    else
+      local crashes = math.floor(tonumber(row[7]) or 0) + 1
+      redis.call('HSET', jk, 'crashes', fmt(crashes))
+      local holder = row[2] or '?'
+      append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.WorkerCrashed",'
+        .. '"traceback":"WorkerCrashed: worker ' .. holder .. ' stopped renewing its lease while'
+        .. ' this job ran alone on it (crash ' .. fmt(crashes) .. ' of ' .. fmt(budget) .. ')"}',
+        'WorkerCrashed: worker ' .. holder .. ' died running it (' .. fmt(crashes) .. '/' .. fmt(budget) .. ')')
+      if crashes >= budget then
+        to = 'dead'
+      end
+    end
+    if to == 'dead' then
       to_dead(jk, id, KEYS[3], KEYS[5])
       dead = dead + 1
     else
@@ -46,11 +75,14 @@ if returned > 0 then
   redis.call('HINCRBY', KEYS[5], 'reaped', returned)
   wake(KEYS[6])
 end
+if unstarted > 0 then
+  redis.call('HINCRBY', KEYS[5], 'reaped_unstarted', unstarted)
+end
 if dead > 0 then
   redis.call('HINCRBY', KEYS[5], 'reaped_dead', dead)
 end
 local more = 0
-if #expired == tonumber(ARGV[1]) and redis.call('ZCOUNT', KEYS[1], '-inf', fmt(now_ms)) > 0 then
+if #expired == limit and redis.call('ZCOUNT', KEYS[1], '-inf', fmt(now_ms)) > 0 then
   more = 1
 end
 return {returned, dead, dangling, more}

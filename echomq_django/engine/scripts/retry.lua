@@ -10,6 +10,7 @@
 --
 -- ARGV[1] job id   ARGV[2] token   ARGV[3] error (a JSON object, opaque)
 -- ARGV[4] one-line summary   ARGV[5] backoff_ms   ARGV[6] give up (1/0)
+-- ARGV[7] µs since the run began (-1: stamped already; see stamp_run)
 --
 -- Reply: {state, due_ms} with state 'dead', 'scheduled' or 'pending'.
 -- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.
@@ -20,6 +21,7 @@ local id, jk = ARGV[1], KEYS[8]
 local stale = fence(jk, ARGV[2], 'retry')
 if stale then return stale end
 
+stamp_run(jk, ARGV[7])
 redis.call('ZREM', KEYS[1], id)
 append_error(jk, ARGV[3], ARGV[4])
 local used, max = used_attempts(jk)

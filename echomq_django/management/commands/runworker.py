@@ -152,3 +152,5 @@ class Command(BaseCommand):
         log_server_warnings(jobs.connector, logger)
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         worker.run()
+        if worker.fatal:  # a supervisor with restart-on-failure must see it
+            raise CommandError(f"worker {worker.id} stopped itself: {worker.fatal}", returncode=1)

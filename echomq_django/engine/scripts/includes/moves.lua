@@ -65,3 +65,25 @@ local function fence(jk, token, op, ...)
   end
   return nil, row
 end
+
+-- The lease holder is about to run the job (the claim marks the jobs that start at
+-- once, `start` the rest): `run` names the lease whose run may have begun, which is
+-- how the reaper tells a job that was running when its worker died from one that
+-- only waited in its read-ahead. The worker's id joins the row's list of runs.
+local function mark_started(jk, token, worker, before)
+  local workers = worker
+  if before and before ~= '' then workers = before .. '\n' .. worker end
+  redis.call('HSET', jk, 'run', token, 'worker_ids', workers)
+  return workers
+end
+
+-- When this run began: `ago` µs before now, as the worker measured it on its own
+-- monotonic clock (the server's clock stays the reference; the client never sends
+-- a time of day). started_at is the first stamped run's; -1: stamped already.
+local function stamp_run(jk, ago)
+  local us = tonumber(ago)
+  if not us or us < 0 or us > now_us then return end
+  local t = fmt(now_us - us)
+  redis.call('HSETNX', jk, 'started_at', t)
+  redis.call('HSET', jk, 'last_attempted_at', t)
+end

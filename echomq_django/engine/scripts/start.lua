@@ -1,0 +1,29 @@
+-- start: the lease holder marks the jobs it is about to run as started.
+--
+-- A worker reads ahead: the claim marks only the jobs that start at once, and the
+-- others are marked here, in batches, before any of them runs. From then on the
+-- reaper treats a lost lease as a run that may have crashed its worker (the job
+-- returns `solo`, see reap.lua) rather than a job that merely waited.
+--
+-- KEYS[1] active  ZSET (names the queue; not written)
+-- KEYS[1 + i] job i's row HASH (i = 1..n, all of this queue)
+--
+-- ARGV[1] worker id   ARGV[1 + i] job i's token (the attempts value the claim returned)
+--
+-- Reply: one entry per job, in order: 1, or an EMQSTALE error when the caller no
+-- longer holds that lease (that job must not run; the others may).
+-- @include "common"
+-- @include "moves"
+
+local worker, reply = ARGV[1], {}
+for i = 1, #KEYS - 1 do
+  local jk, token = KEYS[1 + i], ARGV[1 + i]
+  local stale, row = fence(jk, token, 'start', 'worker_ids')
+  if stale then
+    reply[i] = stale
+  else
+    mark_started(jk, token, worker, row[3])
+    reply[i] = 1
+  end
+end
+return reply
