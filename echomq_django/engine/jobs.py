@@ -478,7 +478,7 @@ class Jobs:
     ) -> Claim:
         """Lease up to ``count`` jobs, highest priority first, FIFO within a priority.
 
-        ``claim_id`` names this claim (unique per worker, e.g. ``worker#7``): asking
+        ``claim_id`` names this claim (unique per queue; default a fresh random id): asking
         again with the same id after a lost reply returns the same jobs, not more.
         ``start_now`` of them are marked started at once (the rest by ``start_many``
         before they run): the reaper charges a crash only to a job that had started.
@@ -486,7 +486,7 @@ class Jobs:
         """
         keys = QueueKeys.of(queue)
         validate_worker_id(worker_id)
-        claim_id = validate_worker_id(claim_id or f"{worker_id}#{new_job_id()}")
+        claim_id = validate_worker_id(claim_id or new_job_id())
         _int(count, 1, 10_000, "count")
         _int(lease_ms, 1, MAX_LEASE_MS, "lease_ms")
         _int(promote_limit, 0, SWEEP_MAX, "promote_limit")  # 0: promote nothing

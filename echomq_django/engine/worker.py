@@ -132,6 +132,7 @@ class _Lease:
     renewed_at: float  # monotonic time just before the call that set the current deadline
     claimed_at: float = 0.0
     armed: bool = False  # marked started on the server (claim or start): it may run
+    server_us: int = 0  # the server's clock at the claim (µs), read at monotonic `claimed_at`
     stamped: bool = False  # the server holds this run's start time
     started: float = 0.0
     elapsed_ms: float = 0.0  # how long the handler ran
@@ -152,6 +153,21 @@ class _Lease:
     def solo(self) -> bool:
         """It was running when a worker died: it runs with nothing beside it (reap.lua)."""
         return self.claimed.job is not None and self.claimed.job.solo
+
+    def begin_run(self, worker_id: str, armed_at_claim: bool) -> None:
+        """The run starts now: the row snapshot the handler sees says so, as the server
+        will once it is stamped (one time conversion: the claim's server clock plus
+        the monotonic time since)."""
+        self.started = time.monotonic()
+        job = self.claimed.job
+        if job is None:
+            return
+        now_us = self.server_us + int((self.started - self.claimed_at) * 1_000_000)
+        if not armed_at_claim:
+            job.worker_ids = (*job.worker_ids, worker_id)
+        job.last_attempted_at = now_us
+        if job.started_at is None:
+            job.started_at = now_us
 
     def ran_us(self) -> int:
         """How long ago its run began, for the server to stamp it; -1 once stamped."""
@@ -228,6 +244,9 @@ class Worker:
         self._solo: _Lease | None = None  # a solo job taken: nothing else starts meanwhile
         self._solo_held = 0  # solo jobs held: the fetcher claims nothing more meanwhile
         self._start_lock = threading.Lock()  # one start_many batch at a time
+        # Claim ids never repeat, not even for a worker restarted under the same name
+        # (a replay would return the old claim's jobs instead of new ones).
+        self._claim_prefix = f"{secrets.token_hex(8)}."
         self._claim_seq = 0
         self._claim_ids: dict[str, str] = {}  # queue -> the id of a claim to replay
         self.fatal: str | None = None  # why the worker stopped itself (exit non-zero)
@@ -410,7 +429,7 @@ class Worker:
         reply was lost is asked again under it and returns its jobs (claim.lua)."""
         if queue not in self._claim_ids:
             self._claim_seq += 1
-            self._claim_ids[queue] = f"{self.id}#{self._claim_seq}"
+            self._claim_ids[queue] = f"{self._claim_prefix}{self._claim_seq}"
         return self._claim_ids[queue]
 
     def _hold(self, claim: Claim, sent: float) -> None:
@@ -421,6 +440,7 @@ class Worker:
                 renewed_at=sent,
                 claimed_at=sent,
                 armed=c.job is not None and c.job.started,
+                server_us=claim.now_ms * 1000,
             )
             for c in claim.jobs
         ]
@@ -555,12 +575,13 @@ class Worker:
             if lease is None:
                 return
             try:
+                armed_at_claim = lease.armed
                 if self._stopping.is_set() or not self._mark_started(lease):
                     self._release(lease)
                 elif lease.lost:
                     self._discard(lease)
                 else:
-                    self._process(lease)
+                    self._process(lease, armed_at_claim)
             except BaseException:  # never lose an executor thread; the reaper recovers the job
                 logger.exception("job %s: the worker failed while finishing it", lease.claimed.id)
                 self._forget(lease)
@@ -642,8 +663,8 @@ class Worker:
                     batch.append(other)
         return batch
 
-    def _process(self, lease: _Lease) -> None:
-        lease.started = time.monotonic()  # the run begins now (marking it took a round trip)
+    def _process(self, lease: _Lease, armed_at_claim: bool) -> None:
+        lease.begin_run(self.id, armed_at_claim)  # now: marking it may have taken a round trip
         outcome = self._call_handler(lease.claimed)
         elapsed_ms = lease.elapsed_ms = (time.monotonic() - lease.started) * 1000
         self._avg_ms = elapsed_ms if self._avg_ms is None else 0.8 * self._avg_ms + 0.2 * elapsed_ms

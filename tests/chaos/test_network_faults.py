@@ -71,7 +71,9 @@ NEW_ID = "01900000-0000-7000-8000-000000000001"
 # One script call each; pipelines (many calls, each its own transition) are below.
 CASES: dict[str, Case] = {
     "enqueue": Case(lambda j: {}, lambda j, s: j.enqueue(Q, NewJob(id=NEW_ID, payload="[1]"))),
-    "claim": Case(_pending, lambda j, s: j.claim(Q, "w1", count=2, lease_ms=60_000)),
+    "claim": Case(
+        _pending, lambda j, s: j.claim(Q, "w1", count=2, lease_ms=60_000, claim_id="w1#1")
+    ),
     "complete": Case(_active, lambda j, s: j.complete(Q, *s["held"][0], result='"ok"')),
     "retry": Case(
         _active, lambda j, s: j.retry(Q, *s["held"][0], error=ERROR, summary="ValueError: boom")

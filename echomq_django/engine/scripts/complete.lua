@@ -30,8 +30,10 @@ for i = 1, #KEYS - 3 do
     end
   else
     local ttl = tonumber(row[3]) or 86400000
-    stamp_run(jk, ARGV[4 * i])
+    -- ZREM first: under maxmemory a flagless script is refused at its first write that
+    -- may grow memory (HSETNX), and a full server must still finish its jobs.
     redis.call('ZREM', KEYS[1], id)
+    stamp_run(jk, ARGV[4 * i])
     redis.call('ZADD', KEYS[2], fmt(now_ms + ttl), id)
     redis.call('HSET', jk, 'state', 'completed', 'finished_at', fmt(now_us), 'result', ARGV[4 * i - 1])
     redis.call('HDEL', jk, 'worker', 'lease_deadline')

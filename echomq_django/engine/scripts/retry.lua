@@ -21,8 +21,8 @@ local id, jk = ARGV[1], KEYS[8]
 local stale = fence(jk, ARGV[2], 'retry')
 if stale then return stale end
 
+redis.call('ZREM', KEYS[1], id)  -- first: see complete.lua (a full server)
 stamp_run(jk, ARGV[7])
-redis.call('ZREM', KEYS[1], id)
 append_error(jk, ARGV[3], ARGV[4])
 local used, max = used_attempts(jk)
 if ARGV[6] == '1' or used >= max then

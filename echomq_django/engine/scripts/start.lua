@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 -- start: the lease holder marks the jobs it is about to run as started.
 --
 -- A worker reads ahead: the claim marks only the jobs that start at once, and the
@@ -12,6 +13,12 @@
 --
 -- Reply: one entry per job, in order: 1, or an EMQSTALE error when the caller no
 -- longer holds that lease (that job must not run; the others may).
+--
+-- allow-oom (the shebang above): a server at maxmemory with noeviction refuses a
+-- flagless script whose first write may grow memory, and this one's HSET is such a
+-- write, so a full server could not start the jobs it already leased (nor drain).
+-- It grows a row by one worker id and one token: bounded, and it frees the job's
+-- whole row soon after (complete, retention).
 -- @include "common"
 -- @include "moves"
 
