@@ -1,15 +1,16 @@
 """The soak's audit: the server's own data against the tasks' side logs.
 
 Two independent witnesses. The server says where each job ended, how many
-claims it took (``attempts``: the fencing token) and why each claim but the
-last ended (the row's ``errors``: the task's failure, or ``LeaseExpired`` from
-a reaper). The side logs (``bench/soak_tasks.py``) say which worker process
-really ran which job under which token, and whether it got to the end.
+claims it took (``attempts``: the fencing token), how many of them began a run
+(``worker_ids``: one per run) and why each claim but the last ended (the row's
+``errors``: the task's failures; ``refunds``: releases and leases the reaper
+returned, which cost the job nothing). The side logs (``bench/soak_tasks.py``)
+say which worker process really ran which job in which run (the task's
+``context.attempt``), and whether it got to the end.
 
-Because a job is active under one token at a time and every claim ends in
-exactly one of complete / retry (error appended) / reap (LeaseExpired appended)
-/ release (refund), claim ``t`` of a job with no refunds ended with
-``errors[t-1]``. That lets each execution be matched to its explanation.
+Every claim ends in exactly one of complete / retry (error appended) / release or
+reap (refund), so attempts = task errors + refunds (+1 if completed); every
+execution is the final one, a task failure, or a run whose lease a fault took.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 QUEUE = "soak"
 STATES = ("pending", "scheduled", "active", "completed", "dead")
-LEASE_EXPIRED = "echomq_django.engine.errors.LeaseExpired"
+WORKER_CRASHED = "echomq_django.engine.errors.WorkerCrashed"
 TASK_FAILURE = "bench.soak_tasks.SoakFailure"
 FIELDS = ("state", "attempts", "refunds", "errors", "worker_ids", "result")
 
@@ -78,7 +79,7 @@ def read_places(client) -> dict[str, list[str]]:
 
 
 def read_side_logs(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    """(job, token) -> {"starts": n, "worker": ..., "end": "ok" | "fail" | None}."""
+    """(job, run number) -> {"starts": n, "worker": ..., "end": "ok" | "fail" | None}."""
     runs: dict[tuple[str, int], dict[str, Any]] = {}
     for path in sorted(folder.glob("exec-*.jsonl")):
         for line in path.read_text().splitlines():
@@ -95,6 +96,11 @@ def read_side_logs(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
 
 def count_in_logs(folder: Path, pattern: str, text: str) -> int:
     return sum(p.read_text(errors="replace").count(text) for p in folder.glob(pattern))
+
+
+def _task_errors(errors: str | None) -> list[str]:
+    """The errors that ended a claim: all but the WorkerCrashed notes (refunded claims)."""
+    return [e for e in _error_classes(errors) if e != WORKER_CRASHED]
 
 
 def _error_classes(errors: str | None) -> list[str]:
@@ -133,6 +139,18 @@ def audit(client, plans: dict[str, str], side: Path, fleet, out: Path, elapsed: 
     )
     poison_alive = [j for j, p in plans.items() if p == "poison" and rows[j]["state"] != "dead"]
     a.add("poison jobs not dead", len(poison_alive), not poison_alive)
+    # Per-job accounting: faults of the fleet (kills, lost replies, restarts) only delay
+    # a job. A job dead for any reason but its own task's failures is a broken promise.
+    healthy_dead = [
+        j
+        for j, r in rows.items()
+        if r["state"] == "dead" and set(_error_classes(r["errors"])) != {TASK_FAILURE}
+    ]
+    a.add("jobs dead without a task failure of their own", len(healthy_dead), not healthy_dead)
+    a.add(
+        "crashes charged (WorkerCrashed: a worker died running the job alone)",
+        sum(_error_classes(r["errors"]).count(WORKER_CRASHED) for r in rows.values()),
+    )
 
     _audit_claims(a, rows)
     _audit_executions(a, rows, runs, fleet)
@@ -169,64 +187,65 @@ def audit(client, plans: dict[str, str], side: Path, fleet, out: Path, elapsed: 
     return a
 
 
+def _runs(row: dict[str, str | None]) -> int:
+    """How many runs the row records: one worker id per lease whose run began."""
+    return len([w for w in (row["worker_ids"] or "").split("\n") if w])
+
+
 def _audit_claims(a: Audit, rows: dict[str, dict[str, str | None]]) -> None:
-    """Every claim ended in exactly one way: attempts = errors + refunds (+1 if completed)."""
+    """Every claim ended in exactly one way: attempts = task errors + refunds (+1 if
+    completed). A lease lost to a fault is refunded (a crash it caused alone also
+    records a WorkerCrashed, which spends no attempt)."""
     bad = []
     for jid, r in rows.items():
         final = 1 if r["state"] == "completed" else 0
-        errors = len(_error_classes(r["errors"]))
+        errors = len(_task_errors(r["errors"]))
         if int(r["attempts"] or 0) != final + errors + int(r["refunds"] or 0):
             bad.append(jid)
-    a.add("claims not accounted for (attempts != errors + refunds + success)", len(bad), not bad)
+    a.add(
+        "claims not accounted for (attempts != task errors + refunds + success)", len(bad), not bad
+    )
     wrong_result = [
         jid
         for jid, r in rows.items()
-        if r["state"] == "completed"
-        and json.loads(r["result"] or "{}").get("token") != int(r["attempts"] or 0)
+        if r["state"] == "completed" and json.loads(r["result"] or "{}").get("token") != _runs(r)
     ]
-    a.add(
-        "completed rows whose result is not the last token's", len(wrong_result), not wrong_result
-    )
+    a.add("completed rows whose result is not the last run's", len(wrong_result), not wrong_result)
     a.add("claims total (server)", sum(int(r["attempts"] or 0) for r in rows.values()))
+    a.add("runs total (server: worker ids)", sum(_runs(r) for r in rows.values()))
 
 
 def _audit_executions(a: Audit, rows, runs, fleet) -> None:
-    """Each execution in the side logs is the final one or is explained by the row."""
+    """Each execution in the side logs (keyed by job and run number, the task's
+    ``context.attempt``) is the final one or is explained by a task failure or a fault."""
     twice = [k for k, run in runs.items() if run["starts"] > 1]
-    a.add("executions sharing one (job, token)", len(twice), not twice)
+    a.add("executions sharing one (job, run)", len(twice), not twice)
     executions = sum(run["starts"] for run in runs.values())
     a.add("executions (side logs)", executions)
     a.add(
-        "claims that never reached the task (read-ahead released, or held by a faulted worker)",
-        sum(int(r["attempts"] or 0) for r in rows.values()) - executions,
+        "runs marked that never reached the task (their worker died first)",
+        sum(_runs(r) for r in rows.values()) - executions,
     )
     ran = {job for job, _ in runs}
-    a.add("executions beyond the first", sum(r["starts"] for r in runs.values()) - len(ran))
+    a.add("executions beyond the first", executions - len(ran))
 
     why: Counter[str] = Counter()
     unexplained: list[tuple[str, int]] = []
-    by_job: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
-    for (jid, token), run in runs.items():
-        by_job[jid][token] = run
-    for jid, job_runs in by_job.items():
+    for (jid, n), run in runs.items():
         row = rows.get(jid)
-        endings = claim_endings(row, job_runs) if row else None
-        for token, run in job_runs.items():
-            reason = _explain(endings, token, run, fleet) if endings else ""
-            if reason:
-                why[reason] += 1
-            else:
-                unexplained.append((jid, token))
-    for reason, n in sorted(why.items()):
-        a.add(f"executions: {reason}", n)
+        reason = _explain(row, n, run, fleet) if row else ""
+        if reason:
+            why[reason] += 1
+        else:
+            unexplained.append((jid, n))
+    for reason, count in sorted(why.items()):
+        a.add(f"executions: {reason}", count)
     a.add("executions not explained", len(unexplained), not unexplained)
     if unexplained:
         a.add("first unexplained", f"{unexplained[:3]}")
 
     unlogged = [
-        jid
-        for jid, r in rows.items()
-        if r["state"] == "completed" and (jid, int(r["attempts"] or 0)) not in runs
+        jid for jid, r in rows.items() if r["state"] == "completed" and (jid, _runs(r)) not in runs
     ]
     a.add("completed jobs whose final execution is not in a side log", len(unlogged), not unlogged)
     cut = [k for k, run in runs.items() if run["end"] is None and run["worker"] not in fleet.killed]
@@ -235,53 +254,21 @@ def _audit_executions(a: Audit, rows, runs, fleet) -> None:
         k
         for k, run in runs.items()
         if run["end"] == "ok"
-        and not (rows[k[0]]["state"] == "completed" and k[1] == int(rows[k[0]]["attempts"] or 0))
+        and not (rows[k[0]]["state"] == "completed" and k[1] == _runs(rows[k[0]]))
     ]
     a.add("successful executions whose complete was refused or never sent", len(zombies))
 
 
-def claim_endings(row, runs: dict[int, dict[str, Any]]) -> dict[int, str] | None:
-    """How each claim (token) of a job ended: an error class, "refund" or "final".
-
-    Claims end in token order: the last claim of a completed job with success,
-    every other one with an error appended to the row (``errors`` keeps their
-    order) or with a refund (a release of a claim whose task never started: at
-    a graceful stop, or a read-ahead job given back). A claim whose task never
-    ran ended with a refund or ``LeaseExpired``; the search finds the placement
-    of the refunds that makes the row's errors fit. None when none does.
-    """
-    attempts, refunds = int(row["attempts"] or 0), int(row["refunds"] or 0)
-    errors = _error_classes(row["errors"])
-    final = attempts if row["state"] == "completed" else None
-    tokens = [t for t in range(1, attempts + 1) if t != final]
-
-    def place(i: int, e: int, r: int) -> dict[int, str] | None:
-        if i == len(tokens):
-            return {} if (e, r) == (len(errors), 0) else None
-        t, ran = tokens[i], tokens[i] in runs
-        if not ran and r and (rest := place(i + 1, e, r - 1)) is not None:
-            return {t: "refund", **rest}
-        fits = e < len(errors) and (ran or errors[e] == LEASE_EXPIRED)
-        if fits and (rest := place(i + 1, e + 1, r)) is not None:
-            return {t: errors[e], **rest}
-        return None
-
-    endings = place(0, 0, refunds)
-    if endings is not None and final:
-        endings[final] = "final"
-    return endings
-
-
-def _explain(endings: dict[int, str], token: int, run, fleet) -> str:
-    """Why this execution happened and how its claim ended; empty if nothing explains it."""
-    ended = endings.get(token, "")
-    if ended == "final":
-        return "final, completed"
-    if ended == TASK_FAILURE and run["end"] == "fail":
+def _explain(row, n: int, run, fleet) -> str:
+    """Why this execution happened and how it ended; empty if nothing explains it."""
+    runs = _runs(row)
+    if n > runs:
+        return ""  # the row does not know this run: nothing explains it
+    if row["state"] == "completed" and n == runs:
+        return "final, completed" if run["end"] == "ok" else ""
+    if run["end"] == "fail":
         return "ended by a task failure (retried, or dead)"
-    if ended == LEASE_EXPIRED:
-        return "re-run: lease expired, " + _lease_cause(run, run["worker"], fleet)
-    return ""
+    return "re-run: lease lost, " + _lease_cause(run, run["worker"], fleet)
 
 
 def _lease_cause(run, worker: str, fleet) -> str:

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .errors import EchoMQError, ServerUnavailable
-from .jobs import SWEEP_LIMIT, Jobs, Sweep
+from .jobs import DEFAULT_CRASH_BUDGET, SWEEP_LIMIT, Jobs, Sweep
 from .keyspace import QueueKeys
 
 logger = logging.getLogger("echomq.reaper")
@@ -68,6 +68,7 @@ class Reaper:
         discover: bool = True,
         interval_s: float = 1.0,
         limit: int = SWEEP_LIMIT,
+        crash_budget: int = DEFAULT_CRASH_BUDGET,
     ) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0, not {interval_s!r}")
@@ -80,6 +81,7 @@ class Reaper:
         self.discover = discover
         self.interval_s = interval_s
         self.limit = limit
+        self.crash_budget = crash_budget  # see reap.lua: crashes a job may cause, running alone
         self._stopping = threading.Event()
 
     def queues_to_sweep(self) -> list[str]:
@@ -93,7 +95,7 @@ class Reaper:
         """One queue's four sweeps; each loops bounded script calls until done."""
         return QueueSweep(
             queue=queue,
-            reaped=self.jobs.reap(queue, limit=self.limit),
+            reaped=self.jobs.reap(queue, limit=self.limit, crash_budget=self.crash_budget),
             promoted=self.jobs.promote(queue, limit=self.limit),
             trimmed_completed=self.jobs.trim(queue, "completed", limit=self.limit),
             trimmed_dead=self.jobs.trim(queue, "dead", limit=self.limit),

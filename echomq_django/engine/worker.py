@@ -132,6 +132,7 @@ class _Lease:
     renewed_at: float  # monotonic time just before the call that set the current deadline
     claimed_at: float = 0.0
     armed: bool = False  # marked started on the server (claim or start): it may run
+    armed_at_claim: bool = False  # the claim marked it: its snapshot lists this run already
     server_us: int = 0  # the server's clock at the claim (µs), read at monotonic `claimed_at`
     stamped: bool = False  # the server holds this run's start time
     started: float = 0.0
@@ -154,7 +155,7 @@ class _Lease:
         """It was running when a worker died: it runs with nothing beside it (reap.lua)."""
         return self.claimed.job is not None and self.claimed.job.solo
 
-    def begin_run(self, worker_id: str, armed_at_claim: bool) -> None:
+    def begin_run(self, worker_id: str) -> None:
         """The run starts now: the row snapshot the handler sees says so, as the server
         will once it is stamped (one time conversion: the claim's server clock plus
         the monotonic time since)."""
@@ -163,7 +164,7 @@ class _Lease:
         if job is None:
             return
         now_us = self.server_us + int((self.started - self.claimed_at) * 1_000_000)
-        if not armed_at_claim:
+        if not self.armed_at_claim:
             job.worker_ids = (*job.worker_ids, worker_id)
         job.last_attempted_at = now_us
         if job.started_at is None:
@@ -440,6 +441,7 @@ class Worker:
                 renewed_at=sent,
                 claimed_at=sent,
                 armed=c.job is not None and c.job.started,
+                armed_at_claim=c.job is not None and c.job.started,
                 server_us=claim.now_ms * 1000,
             )
             for c in claim.jobs
@@ -575,13 +577,12 @@ class Worker:
             if lease is None:
                 return
             try:
-                armed_at_claim = lease.armed
                 if self._stopping.is_set() or not self._mark_started(lease):
                     self._release(lease)
                 elif lease.lost:
                     self._discard(lease)
                 else:
-                    self._process(lease, armed_at_claim)
+                    self._process(lease)
             except BaseException:  # never lose an executor thread; the reaper recovers the job
                 logger.exception("job %s: the worker failed while finishing it", lease.claimed.id)
                 self._forget(lease)
@@ -663,8 +664,8 @@ class Worker:
                     batch.append(other)
         return batch
 
-    def _process(self, lease: _Lease, armed_at_claim: bool) -> None:
-        lease.begin_run(self.id, armed_at_claim)  # now: marking it may have taken a round trip
+    def _process(self, lease: _Lease) -> None:
+        lease.begin_run(self.id)  # now: marking it may have taken a round trip
         outcome = self._call_handler(lease.claimed)
         elapsed_ms = lease.elapsed_ms = (time.monotonic() - lease.started) * 1000
         self._avg_ms = elapsed_ms if self._avg_ms is None else 0.8 * self._avg_ms + 0.2 * elapsed_ms

@@ -29,6 +29,8 @@ def test_small_chaos_soak_audits_clean(tmp_path, server):
     checks = {c["name"]: c for c in json.loads(report.read_text())["checks"]}
     assert all(c["ok"] is not False for c in checks.values())
     assert checks["lost (not completed or dead)"]["value"] == 0
+    # Default attempt settings: the fleet's faults cost no healthy job its life.
+    assert checks["jobs dead without a task failure of their own"]["value"] == 0
     assert checks["faults: worker SIGKILLs"]["value"] >= 3
     assert checks["faults: worker SIGTERMs (graceful stop)"]["value"] >= 1
     assert checks["faults: worker SIGSTOPs (2 x lease)"]["value"] >= 1

@@ -6,7 +6,8 @@ scripts (lost replies, stalls, half requests), so claims, completes and
 extends all fail mid-flight at some point. The worker must reconnect each time
 and finish every job; nothing may be lost or end in two places. A claim whose
 reply was lost leaves jobs leased to nobody: the reaper (same proxy) returns
-them when their lease runs out.
+them when their lease runs out, free (no attempt spent), unless the worker's
+replay of the claim got them back first.
 """
 
 from __future__ import annotations
@@ -25,12 +26,6 @@ from tests.chaos.proxy import Fault, FaultProxy
 
 Q = "netwk"
 N = 600
-# A claim whose reply is lost costs every job of that batch an attempt (the reaper
-# returns them after the lease: at least once). A worker claims up to a claim step
-# of short jobs at a time, and the proxy loses a reply every half second, so the
-# jobs get an attempt budget this barrage cannot exhaust: the test is about riding
-# out the faults and losing nothing, not about the budget (max_attempts has its own tests).
-ATTEMPTS = 50
 
 
 def _chaos(proxy: FaultProxy, stop: threading.Event) -> Counter[str]:
@@ -55,7 +50,7 @@ def _chaos(proxy: FaultProxy, stop: threading.Event) -> Counter[str]:
 def test_worker_rides_out_cut_connections_and_lost_replies(
     direct: Jobs, proxy: FaultProxy, redis_client
 ):
-    direct.enqueue_many(Q, [NewJob(payload=str(i), max_attempts=ATTEMPTS) for i in range(N)])
+    direct.enqueue_many(Q, [NewJob(payload=str(i)) for i in range(N)])  # default attempts
     seen: list[str] = []
 
     def handler(claimed):
@@ -85,6 +80,8 @@ def test_worker_rides_out_cut_connections_and_lost_replies(
 
     counts = direct.stats(Q).counts
     assert counts == {"pending": 0, "scheduled": 0, "active": 0, "completed": N, "dead": 0}
+    spent = direct.page(Q, "completed", count=N, fields=("attempts", "refunds")).entries
+    assert {int(e.fields["attempts"]) - int(e.fields["refunds"] or 0) for e in spent} == {1}
     assert not snapshot.places(redis_client, Q)
     assert set(seen) == {j.decode() for j in redis_client.zrange(f"emq:{{{Q}}}:completed", 0, -1)}
     assert faults["connections cut"] >= 5 and faults["drop_reply"] >= 1, faults

@@ -3,8 +3,9 @@
     python -m tests.worker.engine_proc worker --url URL [--stats FILE] [options] QUEUE ...
     python -m tests.worker.engine_proc reaper --url URL [--interval S] QUEUE ...
 
-The worker's handler reads the payload as ``{"sleep": seconds, "fail": bool}``:
-it sleeps, then fails or returns the pid that ran it. Signals are handled by the
+The worker's handler reads the payload as ``{"sleep": seconds, "fail": bool, "crash":
+code}``: it exits its process at once with ``crash``, or sleeps, then fails or
+returns the pid that ran it. Signals are handled by the
 same helper ``runworker`` uses (SIGTERM/SIGINT graceful, a second one at once).
 On exit the worker writes its WorkerStats as JSON to ``--stats``.
 """
@@ -31,6 +32,8 @@ logger = logging.getLogger("echomq.test-proc")
 
 def handler(claimed: Claimed) -> Outcome:
     spec = json.loads(claimed.job.payload) if claimed.job else {}
+    if spec.get("crash"):  # a task that kills its own process (OOM kill, segfault, _exit)
+        os._exit(int(spec["crash"]))
     time.sleep(float(spec.get("sleep", 0)))
     if spec.get("fail"):
         raise RuntimeError("asked to fail")

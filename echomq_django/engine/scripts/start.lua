@@ -12,7 +12,8 @@
 -- ARGV[1] worker id   ARGV[1 + i] job i's token (the attempts value the claim returned)
 --
 -- Reply: one entry per job, in order: 1, or an EMQSTALE error when the caller no
--- longer holds that lease (that job must not run; the others may).
+-- longer holds that lease (that job must not run; the others may). Idempotent: a
+-- job marked already (the call sent again after a lost reply) is left as it is.
 --
 -- allow-oom (the shebang above): a server at maxmemory with noeviction refuses a
 -- flagless script whose first write may grow memory, and this one's HSET is such a
@@ -25,11 +26,13 @@
 local worker, reply = ARGV[1], {}
 for i = 1, #KEYS - 1 do
   local jk, token = KEYS[1 + i], ARGV[1 + i]
-  local stale, row = fence(jk, token, 'start', 'worker_ids')
+  local stale, row = fence(jk, token, 'start', 'worker_ids', 'run')
   if stale then
     reply[i] = stale
   else
-    mark_started(jk, token, worker, row[3])
+    if row[4] ~= token then  -- marked already: the same call again, after a lost reply
+      mark_started(jk, token, worker, row[3])
+    end
     reply[i] = 1
   end
 end

@@ -12,6 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from echomq_django.engine.errors import ServerUnavailable
+from echomq_django.engine.jobs import DEFAULT_CRASH_BUDGET
 from echomq_django.engine.reaper import Reaper
 from echomq_django.management import (
     configured_queues,
@@ -52,6 +53,15 @@ class Command(BaseCommand):
             help="Seconds between ticks (default: 1).",
         )
         parser.add_argument(
+            "--crash-budget",
+            type=int,
+            default=DEFAULT_CRASH_BUDGET,
+            metavar="N",
+            help="Crashes a job may cause, running alone on a worker that then died, before "
+            f"it goes to dead as WorkerCrashed (default: {DEFAULT_CRASH_BUDGET}). Jobs that "
+            "were only waiting, or running beside others, are never charged.",
+        )
+        parser.add_argument(
             "--once",
             action="store_true",
             help="Run one tick and exit (status 0; non-zero if the server is unreachable).",
@@ -66,6 +76,7 @@ class Command(BaseCommand):
             explicit or configured_queues(),
             discover=not explicit,
             interval_s=options["interval"],
+            crash_budget=options["crash_budget"],
         )
         if options["once"]:
             try:
