@@ -98,4 +98,8 @@ class WorkerCrashed(EchoMQError):
 
 
 class Cancelled(EchoMQError):
-    """An operator cancelled the job before it ran."""
+    """An operator cancelled the job (raised inside a running task as its soft stop)."""
+
+
+class TimeLimitExceeded(EchoMQError):
+    """The task ran past its time limit (raised inside it as the soft stop)."""

@@ -475,6 +475,7 @@ class Jobs:
         promote_limit: int = 100,
         claim_id: str | None = None,
         start_now: int = 0,
+        isolated: bool = False,
     ) -> Claim:
         """Lease up to ``count`` jobs, highest priority first, FIFO within a priority.
 
@@ -503,16 +504,19 @@ class Jobs:
                 keys.dead,
                 keys.claim(claim_id),
             ],
-            [count, worker_id, lease_ms, promote_limit, start_now, *ROW_FIELDS],
+            [count, worker_id, lease_ms, promote_limit, start_now, int(isolated), *ROW_FIELDS],
         )
         now_ms, next_due = int(reply[0]), int(reply[1])
         return Claim(
             now_ms, None if next_due < 0 else next_due, [_claimed(queue, r) for r in reply[2:]]
         )
 
-    def start_many(self, worker_id: str, items: Sequence[tuple[str, str, int]]) -> list[Any]:
+    def start_many(
+        self, worker_id: str, items: Sequence[tuple[str, str, int]], *, isolated: bool = False
+    ) -> list[Any]:
         """Mark held jobs (queue, id, token) as started, before they run: one call per
-        queue, one round trip. Each entry is 1, or the job's ``StaleToken`` (it must not run)."""
+        queue, one round trip. Each entry is 1, or the job's ``StaleToken`` (it must not run).
+        ``isolated``: they run in child processes (see start.lua)."""
         validate_worker_id(worker_id)
         by_queue: dict[str, list[int]] = {}
         for n, (queue, _, _) in enumerate(items):
@@ -522,7 +526,8 @@ class Jobs:
             keys = QueueKeys.of(queue)
             rows = [keys.job(items[n][1]) for n in indexes]
             tokens = [int(items[n][2]) for n in indexes]
-            calls.append(Call(script.load("start"), [keys.active, *rows], [worker_id, *tokens]))
+            args = [worker_id, 1 if isolated else 0, *tokens]
+            calls.append(Call(script.load("start"), [keys.active, *rows], args))
         replies: list[Any] = [0] * len(items)
         for indexes, reply in zip(by_queue.values(), self.connector.run_many(calls)):
             for n, value in zip(indexes, _per_job(reply, len(indexes), int)):
@@ -648,19 +653,44 @@ class Jobs:
         if isinstance(reply, Exception):
             raise reply
 
-    def release_many(self, items: Sequence[tuple[str, str, int]]) -> list[Any]:
+    def release_many(
+        self, items: Sequence[tuple[str, str, int]], *, solo: bool = False
+    ) -> list[Any]:
         """Pipeline many releases (queue, id, token) in one round trip: 1 per job given
-        back, or the job's typed error (``StaleToken``) as its entry."""
-        return self.connector.run_many([self._release_call(*item) for item in items])
+        back, or the job's typed error (``StaleToken``) as its entry. ``solo``: they were
+        running in a process that died beside each other (see release.lua)."""
+        return self.connector.run_many([self._release_call(*item, solo) for item in items])
 
     @staticmethod
-    def _release_call(queue: str, job_id: str, token: int) -> Call:
+    def _release_call(queue: str, job_id: str, token: int, solo: bool) -> Call:
         keys = QueueKeys.of(queue)
         return Call(
             script.load("release"),
             [keys.active, keys.pending, keys.seq, keys.metrics, keys.wake, keys.job(job_id)],
-            [job_id, int(token)],
+            [job_id, int(token), 1 if solo else 0],
         )
+
+    def crashed(
+        self,
+        queue: str,
+        job_id: str,
+        token: int,
+        *,
+        why: str,
+        crash_budget: int = DEFAULT_CRASH_BUDGET,
+        ran_us: int = -1,
+    ) -> RetryOutcome:
+        """Report that the job's process died while it ran alone: a crash charged to it,
+        dead at ``crash_budget`` (see crashed.lua). ``StaleToken`` if not held."""
+        keys = QueueKeys.of(queue)
+        _int(crash_budget, 1, 1_000_000, "crash_budget")
+        reply = self.connector.run(
+            script.load("crashed"),
+            [keys.active, keys.pending, keys.dead, keys.seq, keys.metrics, keys.wake,
+             keys.job(job_id)],
+            [job_id, int(token), crash_budget, _one_line(why, "why", 300), int(ran_us)],
+        )  # fmt: skip
+        return RetryOutcome(reply[0], int(reply[1]))
 
     # -- sweeps (bounded per call; loop until done) -------------------------------
 

@@ -28,7 +28,6 @@ have not started, let running jobs finish within ``grace_s``, release the rest
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -36,7 +35,6 @@ import secrets
 import socket
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -45,13 +43,17 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from .errors import EchoMQError, ServerUnavailable, StaleToken
-from .jobs import BATCH_MAX, DEFAULT_LEASE_MS, Claim, Claimed, Jobs
+from .errors import Cancelled, EchoMQError, ServerUnavailable, StaleToken, TimeLimitExceeded
+from .jobs import BATCH_MAX, DEFAULT_CRASH_BUDGET, DEFAULT_LEASE_MS, Claim, Claimed, Jobs
 from .keyspace import QueueKeys, validate_worker_id
+from .outcome import Failure, Handler, Outcome, Success, error_json
+from .outcome import error_object as _as_error_object
+from .outcome import failure_from_exception as failure_from_exception
 from .registry import WorkerInfo
 from .registry import heartbeat as registry_heartbeat
 from .registry import remove as registry_remove
 from .retry_policy import RetryPolicy
+from .running import Crashed, Runner, stopped_failure
 
 logger = logging.getLogger("echomq.worker")
 
@@ -78,36 +80,6 @@ BLOCK_SLACK_S = 2.0
 START_AHEAD_MS = 10.0
 START_MAX = 250
 STAMP_AFTER_S = 0.05  # a run still going after this long gets its start time stamped  # socket_timeout = block timeout + this: a hung read cannot wedge us
-
-
-@dataclass(frozen=True, slots=True)
-class Success:
-    result: str = "null"  # opaque string stored as the row's result (the Django layer's JSON)
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    error: str  # ONE JSON object {"exception_class_path": ..., "traceback": ...}
-    summary: str  # one line, e.g. "ValueError: boom"
-    retry: bool = True  # False: dead-letter now (unknown task, corrupt payload, non-retryable)
-    backoff_ms: int | None = None  # None: the worker's RetryPolicy
-
-
-Outcome = Success | Failure
-Handler = Callable[[Claimed], Outcome]
-
-
-def error_json(class_path: str, text: str) -> str:
-    """One error object as the row's ``errors`` array keeps it."""
-    return json.dumps({"exception_class_path": class_path, "traceback": text})
-
-
-def failure_from_exception(exc: BaseException) -> Failure:
-    """A retryable Failure carrying the exception's class path and its traceback."""
-    cls = type(exc)
-    text = "".join(traceback.format_exception(exc))
-    summary = f"{cls.__name__}: {exc}".splitlines()[0] if str(exc) else cls.__name__
-    return Failure(error_json(f"{cls.__module__}.{cls.__qualname__}", text), summary)
 
 
 @dataclass
@@ -140,6 +112,8 @@ class _Lease:
     finishing: bool = False  # the outcome is on its way: a refused extend means nothing
     lost: str = ""  # why the heartbeat found the lease lost
     released: bool = False
+    abandoned: bool = False  # stuck past its time limit: failed, its slot given to a new thread
+    slot: int = 0  # the executor running it
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -204,6 +178,11 @@ class Worker:
         retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         idle_block_s: float = 5.0,
         registry_interval_s: float = 5.0,
+        processes: int = 0,
+        time_limit_s: float = 0.0,
+        crash_budget: int = DEFAULT_CRASH_BUDGET,
+        child_handler: str | None = None,
+        child_initializer: str | None = None,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -217,9 +196,26 @@ class Worker:
             _check_positive("max_jobs", max_jobs)
         if grace_s < 0 or idle_block_s <= 0 or registry_interval_s <= 0:
             raise ValueError("grace_s must be >= 0, idle_block_s and registry_interval_s > 0")
+        if isinstance(processes, bool) or not isinstance(processes, int) or processes < 0:
+            raise ValueError(f"processes must be an integer >= 0, not {processes!r}")
+        if not time_limit_s >= 0:
+            raise ValueError(f"time_limit_s must be >= 0 (0: none), not {time_limit_s!r}")
+        _check_positive("crash_budget", crash_budget)
         self.jobs = jobs
         self.handler = handler
         self.concurrency = concurrency
+        self.processes = processes
+        self.time_limit_s = time_limit_s
+        self.crash_budget = crash_budget
+        self.slots = concurrency * max(processes, 1)  # jobs run at once: executor threads
+        self._runner = Runner(
+            handler,
+            processes=processes,
+            threads=concurrency,
+            child_handler=child_handler,
+            initializer=child_initializer,
+            on_abandon=self._abandon,
+        )
         self.lease_ms = lease_ms
         self.burst = burst
         self.max_jobs = max_jobs
@@ -281,13 +277,12 @@ class Worker:
 
     def run(self) -> WorkerStats:
         """Process jobs until stopped (or, with burst / max_jobs, until done). Returns stats."""
-        executors = [
-            threading.Thread(target=self._execute_loop, name=f"echomq-exec-{i}", daemon=True)
-            for i in range(self.concurrency)
-        ]
+        self._runner.start()
+        for slot in range(self.slots):
+            self._executor(slot)
         beat = threading.Thread(target=self._heartbeat_loop, name="echomq-heartbeat", daemon=True)
         fetcher = threading.Thread(target=self._fetch_loop, name="echomq-fetcher", daemon=True)
-        for thread in (*executors, beat, fetcher):
+        for thread in (beat, fetcher):
             thread.start()
         while fetcher.is_alive():  # join with a timeout: the main thread stays signal-responsive
             fetcher.join(0.2)
@@ -300,7 +295,7 @@ class Worker:
             self._release_waiting()  # a burst or max_jobs run still runs what it claimed
         if not self._drain():
             self._abandoned.set()
-            self._release_running()
+            self._end_running()
         with self._work:
             self._closing = True
             self._work.notify_all()
@@ -310,6 +305,7 @@ class Worker:
         beat.join(5)
         self._unregister()
         self._close_blocker()
+        self._runner.close()
         logger.info("worker %s stopped: %s", self.id, self.stats)
         return self.stats
 
@@ -405,7 +401,7 @@ class Worker:
             if got >= want:
                 break
             with self._lock:  # executors with nothing to do start these at once
-                idle = max(0, self.concurrency - len(self._running) - len(self._ready))
+                idle = max(0, self.slots - len(self._running) - len(self._ready))
             sent = time.monotonic()
             claim = self.jobs.claim(
                 name,
@@ -414,6 +410,7 @@ class Worker:
                 lease_ms=self.lease_ms,
                 claim_id=self._claim_id(name),
                 start_now=min(idle, want - got),
+                isolated=bool(self.processes),
             )
             del self._claim_ids[name]  # answered: the next claim is a new one
             if claim.next_due_ms is not None:
@@ -477,7 +474,7 @@ class Worker:
         lock held.
         """
         if self._avg_ms is None:
-            return self.concurrency
+            return self.slots
         now = time.monotonic()
         running_ms = max(
             ((now - lease.started) * 1000 for lease in self._running),
@@ -485,8 +482,8 @@ class Worker:
         )
         if running_ms < READ_AHEAD_BUDGET_MS:
             running_ms = 0.0
-        extra = int(self.concurrency * READ_AHEAD_BUDGET_MS / max(self._avg_ms, running_ms, 0.01))
-        return self.concurrency + min(extra, MAX_READ_AHEAD)
+        extra = int(self.slots * READ_AHEAD_BUDGET_MS / max(self._avg_ms, running_ms, 0.01))
+        return self.slots + min(extra, MAX_READ_AHEAD)
 
     def _quota(self) -> int:
         """Jobs still allowed by max_jobs (a large number when there is no limit)."""
@@ -571,7 +568,14 @@ class Worker:
 
     # -- executors --------------------------------------------------------------------
 
-    def _execute_loop(self) -> None:
+    def _executor(self, slot: int) -> threading.Thread:
+        thread = threading.Thread(
+            target=self._execute_loop, args=(slot,), name=f"echomq-exec-{slot}", daemon=True
+        )
+        thread.start()
+        return thread
+
+    def _execute_loop(self, slot: int) -> None:
         while True:
             lease = self._take()
             if lease is None:
@@ -582,7 +586,7 @@ class Worker:
                 elif lease.lost:
                     self._discard(lease)
                 else:
-                    self._process(lease)
+                    self._process(lease, slot)
             except BaseException:  # never lose an executor thread; the reaper recovers the job
                 logger.exception("job %s: the worker failed while finishing it", lease.claimed.id)
                 self._forget(lease)
@@ -591,21 +595,27 @@ class Worker:
                     with self._work:
                         self._solo = None
                         self._work.notify_all()
+            if lease.abandoned:  # its slot went to a new thread while this one was stuck
+                return
 
     def _take(self) -> _Lease | None:
         """The next claimed job to run, in claim order; None when the worker closes.
 
-        A solo job waits until nothing else runs here, and nothing starts beside it:
-        if this process dies now, the crash is its own (reap.lua charges it alone).
+        A solo job runs in a child process of its own when the handler can go to
+        one (then one solo job at a time); else it waits until nothing else runs
+        here, and nothing starts beside it: if this process dies now, the crash is
+        its own (reap.lua charges it alone).
         """
+        isolate = self._runner.can_isolate
         with self._work:
             while True:
                 lease = self._ready[0] if self._ready else None
                 if lease is not None and lease.released:
                     self._ready.popleft()  # given back meanwhile (_give_back_stuck)
                     continue
-                if lease is not None and self._solo is None:
-                    if not (lease.solo and self._running):
+                alone = self._solo is None or (isolate and not lease.solo) if lease else False
+                if lease is not None and alone:
+                    if not (lease.solo and self._running and not isolate):
                         self._ready.popleft()
                         if lease.solo:
                             self._solo = lease
@@ -636,8 +646,13 @@ class Worker:
                 return True
             batch = self._start_batch(lease)
             items = [(le.claimed.queue, le.claimed.id, le.claimed.token) for le in batch]
+            isolated = bool(self.processes) or (lease.solo and self._runner.can_isolate)
+
+            def start() -> list[object]:
+                return self.jobs.start_many(self.id, items, isolated=isolated)
+
             try:
-                replies = self._call_server("start", lambda: self.jobs.start_many(self.id, items))
+                replies = self._call_server("start", start)
             except ServerUnavailable:
                 return False  # shutdown gave up; unmarked, the reaper returns it free
             for le, reply in zip(batch, replies):
@@ -654,7 +669,7 @@ class Worker:
         """``lease`` and the unmarked read-ahead jobs due to start within START_AHEAD_MS."""
         ahead = START_MAX
         if self._avg_ms is not None:
-            ahead = int(self.concurrency * START_AHEAD_MS / max(self._avg_ms, 0.01))
+            ahead = int(self.slots * START_AHEAD_MS / max(self._avg_ms, 0.01))
         batch = [lease]
         with self._lock:
             for other in self._ready:
@@ -664,34 +679,81 @@ class Worker:
                     batch.append(other)
         return batch
 
-    def _process(self, lease: _Lease) -> None:
+    def _process(self, lease: _Lease, slot: int) -> None:
         lease.begin_run(self.id)  # now: marking it may have taken a round trip
-        outcome = self._call_handler(lease.claimed)
+        lease.slot = slot
+        try:
+            outcome = self._runner.run(
+                slot, lease.key, lease.claimed, lease.solo, self._time_limit(lease)
+            )
+        except (TimeLimitExceeded, Cancelled) as exc:  # a soft stop landing as the run ended
+            outcome = stopped_failure(type(exc), "stopped as it ended")
         elapsed_ms = lease.elapsed_ms = (time.monotonic() - lease.started) * 1000
         self._avg_ms = elapsed_ms if self._avg_ms is None else 0.8 * self._avg_ms + 0.2 * elapsed_ms
-        if lease.lost or lease.released:
+        if lease.abandoned:
+            self._log_job(lease, "finally returned after it was abandoned; outcome discarded")
+        elif lease.lost or lease.released:
             self._discard(lease)
+        elif isinstance(outcome, Crashed):
+            self._crashed(lease, outcome)
         elif isinstance(outcome, Success):
             self._complete_later(lease, outcome.result)
         else:
             self._fail(lease, outcome)
 
-    def _call_handler(self, claimed: Claimed) -> Outcome:
-        """The handler's outcome; a handler bug becomes a Failure, never a dead worker."""
-        if claimed.job is None:
-            why = f"CorruptRow: {claimed.corrupt}"
-            return Failure(error_json("echomq_django.engine.errors.CorruptRow", why), why, False)
+    def _time_limit(self, lease: _Lease) -> float:
+        """Seconds the run may take (0: no limit): the job's own, capped by the worker's."""
+        own = lease.claimed.job.timeout_ms / 1000 if lease.claimed.job else 0.0
+        limits = [t for t in (own, self.time_limit_s) if t > 0]
+        return min(limits, default=0.0)
+
+    def _crashed(self, lease: _Lease, crash: Crashed) -> None:
+        """Its process died under it. Alone in it: the job's own crash, charged now (no
+        lease to wait out). Beside others, or killed by us for another job's limit:
+        released at once, free (solo if it may have been the cause)."""
+        lease.finishing = True
+        with self._lock:
+            self._running.discard(lease)
+        if not crash.alone:
+            self._log_job(lease, f"released: {crash.why}")
+            self._release(lease, solo=not crash.ours)
+            return
         try:
-            outcome = self.handler(claimed)
-        except BaseException as exc:
-            return failure_from_exception(exc)
-        if isinstance(outcome, Success) and isinstance(outcome.result, str):
-            return outcome
-        if isinstance(outcome, Failure):
-            return outcome
-        return failure_from_exception(
-            TypeError(f"the handler returned {outcome!r}, not Success(str) or Failure")
+            outcome = self._call_server(
+                "crashed",
+                lambda: self.jobs.crashed(
+                    lease.claimed.queue,
+                    lease.claimed.id,
+                    lease.claimed.token,
+                    why=crash.why.replace('"', "'"),
+                    crash_budget=self.crash_budget,
+                    ran_us=lease.ran_us(),
+                ),
+            )
+        except StaleToken as exc:
+            self._log_job(lease, f"crashed ({crash.why}) but its lease was lost ({exc})")
+        except ServerUnavailable:
+            pass  # shutdown gave up: the reaper returns it after the lease
+        else:
+            self._count("dead" if outcome.state == "dead" else "retried")
+            self._log_job(
+                lease, f"crashed: {crash.why}; {outcome.state} after {outcome.due_ms} crash(es)"
+            )
+        self._forget(lease)
+
+    def _abandon(self, key: tuple[str, str, int], failure: Failure) -> None:
+        """A run in a thread outlived its soft stop (stuck in C code): record its failure
+        now and give its slot to a new thread; the stuck one ends when the call returns."""
+        with self._lock:
+            lease = self._held.get(key)
+        if lease is None or lease.finishing:
+            return
+        lease.abandoned = True
+        logger.error(
+            "job %s %s: %s; its thread is stuck", lease.claimed.id, lease.task, failure.summary
         )
+        self._fail(lease, failure)
+        self._executor(lease.slot)
 
     def _complete_later(self, lease: _Lease, result: str) -> None:
         """Queue the completion. Nothing else waiting locally: flush now (the result
@@ -857,12 +919,13 @@ class Worker:
                 retry_soon = True
             if self._flush_due(now):
                 self._flush(patient=False)  # results of short jobs wait on no slow one
+            watch_in = self._runner.watch(now)
             self._give_back_stuck(now)
             if now >= next_registry:
                 self._beat_registry()
                 next_registry = now + self.registry_interval_s
             self._watchdog(now)
-            wait = self._next_renewal(now, next_registry)
+            wait = min(self._next_renewal(now, next_registry), watch_in)
             self._beat_wake.wait(0.1 if retry_soon else wait)
             self._beat_wake.clear()
 
@@ -964,7 +1027,7 @@ class Worker:
             host=socket.gethostname(),
             pid=os.getpid(),
             queues=list(self.queues),
-            concurrency=self.concurrency,
+            concurrency=self.slots,
             running=self.running,
             started_at=self.started_at,
             last_seen=time.time(),
@@ -1010,21 +1073,39 @@ class Worker:
                     self._room.wait(0.2)
         return True
 
-    def _release_running(self) -> None:
+    def _end_running(self) -> None:
+        """The grace time is over and jobs still run. Never release a job whose task may
+        still run (another worker would start it beside): in process mode the children
+        running them are killed first, then the jobs released; in thread mode a thread
+        cannot be killed, so they are left to the reaper, which returns them once this
+        process is gone and their leases run out."""
         with self._lock:
             leases = [lease for lease in self._held.values() if not lease.finishing]
-        if leases:
-            logger.warning("grace time over: releasing %d running job(s)", len(leases))
+        if not leases:
+            return
+        if self.processes:
+            logger.warning(
+                "grace time over: killing the children of %d running job(s)", len(leases)
+            )
+            self._runner.kill_running()
             self._release(*leases)
+        else:
+            logger.warning(
+                "grace time over: %d job(s) still running; the reaper returns them after "
+                "their lease",
+                len(leases),
+            )
+            for lease in leases:
+                lease.released = True  # their outcome, if it comes, is not for us to send
 
-    def _release(self, *leases: _Lease) -> None:
+    def _release(self, *leases: _Lease, solo: bool = False) -> None:
         """Give jobs back to pending, refunded, in one round trip (a read-ahead of up to
         MAX_READ_AHEAD jobs at shutdown, or stuck behind a slow one)."""
         for lease in leases:
             lease.released = True
         items = [(le.claimed.queue, le.claimed.id, le.claimed.token) for le in leases]
         try:
-            replies = self.jobs.release_many(items)
+            replies = self.jobs.release_many(items, solo=solo)
         except ServerUnavailable as exc:
             logger.warning("could not release %d job(s) (%s); the reaper will", len(leases), exc)
             replies = []
@@ -1196,16 +1277,6 @@ class _QueueWaiters:
         else:
             _, member, score = popped
             blocker.zadd(key, {member: score})
-
-
-def _as_error_object(error: str, summary: str) -> str:
-    """``error`` if it is one JSON object, else the same text wrapped into one."""
-    try:
-        if isinstance(json.loads(error), dict):
-            return error
-    except (TypeError, ValueError):
-        pass
-    return error_json("builtins.Exception", f"{summary}\n{error}")
 
 
 def _check_positive(name: str, value: object) -> None:

@@ -11,11 +11,12 @@
 -- ARGV[1] count   ARGV[2] worker id   ARGV[3] default lease_ms   ARGV[4] promote limit
 -- ARGV[5] how many of the claimed jobs start at once (the worker's idle executors):
 --         those are marked started in this call, the rest by a later `start`
--- ARGV[6..] the row fields to return, in order (jobs.ROW_FIELDS; it must name id,
+-- ARGV[6] isolated (1: the worker runs jobs in child processes; see start.lua)
+-- ARGV[7..] the row fields to return, in order (jobs.ROW_FIELDS; it must name id,
 --           state, attempts, lease_ms, lease_deadline, worker, worker_ids, solo, run)
 --
 -- Reply: {now_ms, next_due_ms or -1, job...} where each job is its row's fields
--- ARGV[6..] after the claim (attempts = the token).
+-- ARGV[7..] after the claim (attempts = the token).
 --
 -- Idempotent per claim id: the record (KEYS[8], kept for the default lease) lists
 -- the jobs this claim leased, so a worker whose reply was lost asks again with the
@@ -34,12 +35,12 @@
 -- @include "moves"
 
 local count, worker, default_lease = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-local start_now = tonumber(ARGV[5])
+local start_now, isolated = tonumber(ARGV[5]), ARGV[6] == '1'
 
 -- Where each field sits in a reply row.
 local at = {}
-for i = 6, #ARGV do
-  at[ARGV[i]] = i - 5
+for i = 7, #ARGV do
+  at[ARGV[i]] = i - 6
 end
 local reply = {now_ms, -1}
 
@@ -54,7 +55,7 @@ end
 local record = redis.call('GET', KEYS[8])
 if record then
   for id, token in string.gmatch(record, '(%S+):(%d+)') do
-    local row = redis.pcall('HMGET', row_key(id), unpack(ARGV, 6))
+    local row = redis.pcall('HMGET', row_key(id), unpack(ARGV, 7))
     if not row.err and row[at.state] == 'active' and row[at.attempts] == token
       and row[at.worker] == worker then
       reply[#reply + 1] = row
@@ -72,7 +73,7 @@ for i = 1, #popped, 2 do
   -- One read gives the reply row and what the claim needs. A key of another type at
   -- the row's name fails it (pcall) before any write; a row always has 'id' (the
   -- claim rewrites it), so only a row without one costs an EXISTS.
-  local row = is_job_id(id) and redis.pcall('HMGET', jk, unpack(ARGV, 6))
+  local row = is_job_id(id) and redis.pcall('HMGET', jk, unpack(ARGV, 7))
   if not row or row.err or (not row[at.id] and redis.call('EXISTS', jk) == 0) then
     dangling = dangling + 1
   elseif row[at.solo] == '1' and claimed > 0 then
@@ -99,7 +100,7 @@ for i = 1, #popped, 2 do
       row[at.id], row[at.state], row[at.attempts] = id, 'active', fmt(token)
       row[at.worker], row[at.lease_deadline] = worker, fmt(deadline)
       if claimed < start_now and row[at.solo] ~= '1' then
-        local workers = mark_started(jk, fmt(token), worker, row[at.worker_ids])
+        local workers = mark_started(jk, fmt(token), worker, row[at.worker_ids], isolated)
         row[at.worker_ids], row[at.run] = workers, fmt(token)
       end
       redis.call('HSET', jk, 'id', id, 'state', 'active', 'worker', worker,

@@ -13,6 +13,10 @@
 -- * started and `solo`: it ran alone and its worker died. That is a crash it
 --   caused: `crashes` + 1 and a WorkerCrashed error; dead once crashes reach the
 --   budget (ARGV[2]), else back, still solo.
+-- * started in a child process (`isolated` is the lease's token): the lease was
+--   lost because the worker itself died (a task can only kill its child, and the
+--   worker reports that itself: crashed.lua). Back free, and solo: its own child.
+--   A SIGKILL of a worker is never charged to a job that ran in a child.
 --
 -- A crash re-delivery is never one of the job's max_attempts (those count the runs
 -- whose task raised or timed out): every reaped attempt is refunded.
@@ -37,7 +41,7 @@ for _, id in ipairs(expired) do
   local row = {}
   if is_row(jk) then
     row = redis.call('HMGET', jk, 'state', 'worker', 'attempts', 'run', 'solo', 'refunds',
-      'crashes')
+      'crashes', 'isolated')
   end
   if row[1] ~= 'active' then
     dangling = dangling + 1
@@ -48,7 +52,7 @@ for _, id in ipairs(expired) do
     local to = 'pending'
     if row[4] ~= row[3] then
       unstarted = unstarted + 1
-    elseif row[5] ~= '1' then
+    elseif row[5] ~= '1' or row[8] == row[3] then
       redis.call('HSET', jk, 'solo', '1')
     else
       local crashes = math.floor(tonumber(row[7]) or 0) + 1

@@ -5,7 +5,8 @@
 --
 -- KEYS[1] active  ZSET   KEYS[2] pending  ZSET   KEYS[3] seq  STRING
 -- KEYS[4] metrics HASH   KEYS[5] wake     ZSET   KEYS[6] job row  HASH
--- ARGV[1] job id   ARGV[2] token
+-- ARGV[1] job id   ARGV[2] token   ARGV[3] solo (1: it was running in a process that
+--         died beside other jobs, so it runs alone from now on; see reap.lua)
 --
 -- Reply: 1. Error: EMQSTALE when the caller no longer holds the lease.
 -- @include "common"
@@ -17,6 +18,9 @@ if stale then return stale end
 
 redis.call('ZREM', KEYS[1], id)
 redis.call('HINCRBY', jk, 'refunds', 1)
+if ARGV[3] == '1' then
+  redis.call('HSET', jk, 'solo', '1')
+end
 to_pending(jk, id, KEYS[2], KEYS[3], false)
 redis.call('HINCRBY', KEYS[4], 'released', 1)
 wake(KEYS[5])

@@ -9,7 +9,9 @@
 -- KEYS[1] active  ZSET (names the queue; not written)
 -- KEYS[1 + i] job i's row HASH (i = 1..n, all of this queue)
 --
--- ARGV[1] worker id   ARGV[1 + i] job i's token (the attempts value the claim returned)
+-- ARGV[1] worker id   ARGV[2] isolated (1: these runs are in child processes, so a lost
+--         lease means the worker itself died, never the job's fault; see reap.lua)
+-- ARGV[2 + i] job i's token (the attempts value the claim returned)
 --
 -- Reply: one entry per job, in order: 1, or an EMQSTALE error when the caller no
 -- longer holds that lease (that job must not run; the others may). Idempotent: a
@@ -23,15 +25,15 @@
 -- @include "common"
 -- @include "moves"
 
-local worker, reply = ARGV[1], {}
+local worker, isolated, reply = ARGV[1], ARGV[2] == '1', {}
 for i = 1, #KEYS - 1 do
-  local jk, token = KEYS[1 + i], ARGV[1 + i]
+  local jk, token = KEYS[1 + i], ARGV[2 + i]
   local stale, row = fence(jk, token, 'start', 'worker_ids', 'run')
   if stale then
     reply[i] = stale
   else
     if row[4] ~= token then  -- marked already: the same call again, after a lost reply
-      mark_started(jk, token, worker, row[3])
+      mark_started(jk, token, worker, row[3], isolated)
     end
     reply[i] = 1
   end

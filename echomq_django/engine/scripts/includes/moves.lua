@@ -70,10 +70,11 @@ end
 -- once, `start` the rest): `run` names the lease whose run may have begun, which is
 -- how the reaper tells a job that was running when its worker died from one that
 -- only waited in its read-ahead. The worker's id joins the row's list of runs.
-local function mark_started(jk, token, worker, before)
+-- `isolated`: the run is in a child process of the worker (`isolated` names its lease).
+local function mark_started(jk, token, worker, before, isolated)
   local workers = worker
   if before and before ~= '' then workers = before .. '\n' .. worker end
-  redis.call('HSET', jk, 'run', token, 'worker_ids', workers)
+  redis.call('HSET', jk, 'run', token, 'worker_ids', workers, 'isolated', isolated and token or '0')
   return workers
 end
 

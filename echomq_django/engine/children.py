@@ -1,0 +1,243 @@
+"""Jobs run in child processes, so that a task that crashes its process kills only the child.
+
+A ``Child`` is one process, *spawned* (never forked: the parent has threads, and a
+fork would copy their locks mid-use), given the handler by reference. It runs up
+to ``threads`` jobs at once, each in a thread of its own, and talks to the parent
+over one pipe:
+
+* parent -> child ``("run", key, claimed)``: run the handler on it;
+* parent -> child ``("stop", key, exception class)``: raise it inside that job's
+  thread (a time limit, a cancel: the soft stop, which task code can observe);
+* child -> parent ``("done", key, outcome)``.
+
+The parent keeps the leases (its heartbeat is not in the child, so a task holding
+the GIL in a C call cannot starve it), and it sees a child die: ``run`` then
+answers ``ChildDied`` for every job the child was running, which is how the worker
+knows whose crash it was. The parent kills a child whose job outlived its soft
+stop. A child dies with its parent (``PR_SET_PDEATHSIG`` on Linux; a watch on the
+parent's pid elsewhere): a killed worker never leaves a task running that the
+reaper then hands to another worker. Children ignore SIGINT and SIGTERM (a Ctrl-C
+reaches the whole process group): stopping them is the parent's decision.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .jobs import Claimed
+from .outcome import call_handler, failure_from_exception
+
+Key = tuple[str, str, int]  # (queue, job id, token): one lease
+_SPAWN = multiprocessing.get_context("spawn")
+
+
+class ChildDied(Exception):
+    """The child process running the job died (a crash, a kill) before it answered."""
+
+    def __init__(self, exitcode: int | None, running: int, killed_for: Key | None = None) -> None:
+        self.exitcode = exitcode
+        self.running = running  # jobs the child was running when it died, this one included
+        self.killed_for = killed_for  # the job whose stop made the parent kill it, if any
+        how = f"exit status {exitcode}" if exitcode is None or exitcode >= 0 else None
+        how = how or f"signal {signal.Signals(-exitcode).name}"
+        super().__init__(f"its process died ({how}) while running {running} job(s)")
+
+
+@dataclass(eq=False)
+class _Pending:
+    done: threading.Event = field(default_factory=threading.Event)
+    outcome: Any = None
+
+
+class Child:
+    """One child process serving jobs; ``run`` blocks until the job's outcome or the child's death."""
+
+    def __init__(
+        self,
+        handler: str | Callable[[Claimed], Any],
+        *,
+        threads: int = 1,
+        initializer: str | None = None,
+    ) -> None:
+        """``handler``: an import path ``"package.module:function"`` (resolved in the child
+        after ``initializer``, also a path, has run: e.g. ``django.setup``), or a
+        function the child can import by reference."""
+        self.handler = handler
+        self.threads = threads
+        self.initializer = initializer
+        self._lock = threading.Lock()
+        self._pending: dict[Key, _Pending] = {}
+        self._process: Any = None
+        self._conn: Any = None
+        self._killed_for: Key | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def start(self) -> None:
+        """Spawn the process (a fresh interpreter: this takes a while, so do it ahead)."""
+        parent_end, child_end = _SPAWN.Pipe()
+        process = _SPAWN.Process(
+            target=_child_main,
+            args=(child_end, self.handler, self.initializer, self.threads, os.getpid()),
+            name="echomq-child",
+            daemon=True,
+        )
+        process.start()
+        child_end.close()
+        self._process, self._conn, self._killed_for = process, parent_end, None
+        threading.Thread(
+            target=self._read, args=(process, parent_end), name="echomq-child-reader", daemon=True
+        ).start()
+
+    def alive(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    def run(self, key: Key, claimed: Claimed) -> _Pending:
+        """Send the job; wait on the returned pending's ``done`` (its ``outcome`` is the
+        handler's, or a ``ChildDied``)."""
+        pending = _Pending()
+        with self._lock:
+            if not self.alive():
+                self.start()
+            self._pending[key] = pending
+            with contextlib.suppress(OSError, EOFError, ValueError):
+                self._conn.send(("run", key, claimed))  # if it died, the reader answers
+        return pending
+
+    def stop(self, key: Key, exc: type[BaseException]) -> None:
+        """The soft stop: raise ``exc`` inside the job's thread in the child."""
+        with self._lock:
+            if key in self._pending and self._conn is not None:
+                with contextlib.suppress(OSError, EOFError, ValueError):
+                    self._conn.send(("stop", key, exc))
+
+    def kill(self, for_key: Key | None = None) -> None:
+        """SIGKILL the child (``for_key``'s job outlived its soft stop, or a shutdown's
+        grace ran out) and wait until it is gone: only then may its jobs go elsewhere."""
+        process = self._process
+        if process is not None and process.is_alive():
+            self._killed_for = for_key
+            process.kill()
+            process.join(10)
+
+    def close(self) -> None:
+        self.kill()
+        if self._conn is not None:
+            self._conn.close()
+
+    @property
+    def running(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def _read(self, process: Any, conn: Any) -> None:
+        """Hand each outcome to its waiter; when the child is gone, every waiter left
+        gets ``ChildDied`` (with the number of jobs it was running)."""
+        while True:
+            try:
+                kind, key, outcome = conn.recv()
+            except (EOFError, OSError):
+                break
+            if kind == "done":
+                with self._lock:
+                    pending = self._pending.pop(key, None)
+                if pending is not None:
+                    pending.outcome = outcome
+                    pending.done.set()
+        process.join(10)
+        with self._lock:
+            if self._process is process:
+                left, self._pending = self._pending, {}
+            else:
+                left = {}
+        died = ChildDied(process.exitcode, len(left), self._killed_for)
+        for pending in left.values():
+            pending.outcome = died
+            pending.done.set()
+
+
+def raise_in_thread(thread_id: int, exc: type[BaseException] | None) -> bool:
+    """Raise ``exc`` in another thread of this process at its next bytecode (None:
+    withdraw one not yet raised).
+
+    The one way Python offers to stop a running function from outside; a thread
+    inside a long C call sees it only when the call returns (say so to users).
+    """
+    set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    return set_async(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None) == 1
+
+
+def resolve(ref: Any) -> Any:
+    """``"package.module:attr.attr"`` -> that object; anything else as it is."""
+    if not isinstance(ref, str):
+        return ref
+    module, _, attr = ref.partition(":")
+    obj: Any = importlib.import_module(module)
+    for name in attr.split(".") if attr else ():
+        obj = getattr(obj, name)
+    return obj
+
+
+def _die_with_parent(parent: int) -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PDEATHSIG
+    except (AttributeError, OSError):
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(0.2)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent:  # it died before the line above took effect
+        os._exit(1)
+
+
+def _child_main(conn: Any, handler: Any, initializer: Any, threads: int, parent: int) -> None:
+    """The child: serve ``run`` and ``stop`` messages until the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _die_with_parent(parent)
+    if initializer is not None:
+        resolve(initializer)()
+    handler = resolve(handler)
+    send_lock = threading.Lock()
+    running: dict[Key, int] = {}  # key -> the thread running it
+    slots = threading.Semaphore(threads)
+
+    def work(key: Key, claimed: Claimed) -> None:
+        running[key] = threading.get_ident()
+        try:
+            outcome = call_handler(handler, claimed)
+        finally:
+            running.pop(key, None)
+            slots.release()
+        with send_lock:
+            try:
+                conn.send(("done", key, outcome))
+            except Exception as exc:  # an outcome that cannot be pickled
+                why = f"the outcome could not be sent to the worker: {exc!r:.200}"
+                conn.send(("done", key, failure_from_exception(RuntimeError(why))))
+
+    while True:
+        try:
+            kind, key, arg = conn.recv()
+        except (EOFError, OSError):
+            os._exit(0)
+        if kind == "run":
+            slots.acquire()
+            threading.Thread(target=work, args=(key, arg), daemon=True).start()
+        elif kind == "stop" and key in running:
+            raise_in_thread(running[key], arg)

@@ -1,0 +1,206 @@
+"""Where and how a claimed job's handler runs: in the executor's thread, or in a child
+process; and how a time limit (or a cancel) stops it.
+
+* Thread mode (the default): the handler runs in the worker's executor thread. A
+  soft stop raises ``TimeLimitExceeded`` (or ``Cancelled``) inside that thread; a
+  task stuck in one long C call sees it only when the call returns, so past the
+  hard grace the run is *abandoned*: its failure is recorded at once, another
+  thread takes its slot, and the stuck thread's eventual outcome is discarded.
+* Process mode (``processes`` > 0): each executor's handler runs in a child
+  process (``children.Child``, ``threads`` jobs at once). A soft stop is raised in
+  the child; past the hard grace the parent kills the child.
+* A **solo** job (it was running when a worker died) runs in a child of its own
+  whenever the handler can be sent to one (a module-level function), in either
+  mode: if that child dies, the crash is the job's beyond doubt, and a SIGKILL of
+  the worker itself is never charged to it (see reap.lua).
+
+``run`` answers an Outcome, or a ``Crashed`` when the job's process died under it.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .children import Child, ChildDied, Key, raise_in_thread
+from .errors import Cancelled, TimeLimitExceeded
+from .jobs import Claimed
+from .outcome import Failure, Handler, Outcome, call_handler, error_json
+
+HARD_GRACE_S = 2.0  # after a soft stop, how long a run may take to end before it is killed
+
+
+@dataclass(frozen=True, slots=True)
+class Crashed:
+    """The job's process died while it ran. ``alone``: nothing else ran in it, so the
+    crash is this job's; ``ours``: the worker killed it (another job's time limit)."""
+
+    why: str
+    alone: bool
+    ours: bool = False
+
+
+RunResult = Outcome | Crashed
+
+
+def stopped_failure(exc: type[BaseException], why: str) -> Failure:
+    """The failure of a run stopped from outside: retried per policy unless cancelled."""
+    path = f"{exc.__module__}.{exc.__qualname__}"
+    summary = f"{exc.__name__}: {why}"
+    return Failure(error_json(path, summary), summary, retry=exc is not Cancelled)
+
+
+@dataclass(eq=False, slots=True)
+class _Run:
+    key: Key
+    deadline: float  # monotonic; inf without a limit
+    thread: int = 0
+    child: Child | None = None
+    stop: type[BaseException] | None = None  # the soft stop sent, if any
+    stopped_at: float = 0.0
+    abandoned: bool = False
+
+
+class Runner:
+    """Runs handlers for one worker; ``stop`` and the limit watch may be called from any thread."""
+
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        processes: int = 0,
+        threads: int = 1,
+        child_handler: str | None = None,
+        initializer: str | None = None,
+        on_abandon: Callable[[Key, Failure], None] | None = None,
+        hard_grace_s: float = HARD_GRACE_S,
+    ) -> None:
+        self.handler = handler
+        self.processes = processes
+        self.hard_grace_s = hard_grace_s
+        self.on_abandon = on_abandon
+        # What a child runs: the handler by its import path, else the handler itself
+        # if it can be sent by reference (a module-level function).
+        remote: str | Handler | None = child_handler or (handler if _picklable(handler) else None)
+        self.can_isolate = remote is not None
+        if processes and remote is None:
+            raise ValueError("process mode needs a handler importable by name (child_handler)")
+        self._children = [
+            Child(remote, threads=threads, initializer=initializer) for _ in range(processes)
+        ]
+        self._solo_child = Child(remote, threads=1, initializer=initializer) if remote else None
+        self._runs: dict[Key, _Run] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Spawn the children ahead (each is a fresh interpreter: it takes a while)."""
+        for child in self._children:
+            child.start()
+
+    def run(self, slot: int, key: Key, claimed: Claimed, solo: bool, limit_s: float) -> RunResult:
+        """Run the handler on ``claimed`` in ``slot``'s place; blocks until it ends."""
+        deadline = time.monotonic() + limit_s if limit_s > 0 else float("inf")
+        child = self._solo_child if solo else None
+        if child is None and self._children:
+            child = self._children[slot % len(self._children)]
+        run = _Run(key, deadline, thread=threading.get_ident(), child=child)
+        with self._lock:
+            self._runs[key] = run
+        try:
+            if child is None:
+                return call_handler(self.handler, claimed)
+            return self._in_child(run, child, claimed)
+        except (TimeLimitExceeded, Cancelled) as exc:  # the soft stop landed outside the task
+            return stopped_failure(type(exc), str(exc) or "stopped")
+        finally:
+            with self._lock:  # no soft stop may land in this thread's next job
+                self._runs.pop(key, None)
+                if child is None and run.stop is not None:
+                    raise_in_thread(run.thread, None)
+
+    def abandoned(self, key: Key) -> bool:
+        with self._lock:
+            run = self._runs.get(key)
+            return run is not None and run.abandoned
+
+    def stop(self, key: Key, exc: type[BaseException]) -> None:
+        """The soft stop of one run (a cancel, a time limit); the watch enforces the rest."""
+        with self._lock:
+            run = self._runs.get(key)
+            if run is None or run.stop is not None:
+                return
+            run.stop, run.stopped_at = exc, time.monotonic()
+            run.deadline = min(run.deadline, run.stopped_at)
+            if run.child is None:  # under the lock: only while this run is the thread's
+                raise_in_thread(run.thread, exc)
+        if run.child is not None:
+            run.child.stop(key, exc)
+
+    def watch(self, now: float) -> float:
+        """Enforce time limits: soft stops at the deadline, abandon thread runs past the
+        hard grace (child runs are killed by their own waiter). Returns when to look again."""
+        due, abandon = [], []
+        with self._lock:
+            for run in self._runs.values():
+                if run.stop is None and now >= run.deadline:
+                    due.append(run)
+                elif (
+                    run.child is None
+                    and run.stop
+                    and not run.abandoned
+                    and now >= run.stopped_at + self.hard_grace_s
+                ):
+                    run.abandoned = True
+                    abandon.append(run)
+            soonest = min(
+                (r.deadline for r in self._runs.values() if r.stop is None), default=now + 1
+            )
+        for run in due:
+            self.stop(run.key, TimeLimitExceeded)
+        for run in abandon:
+            if self.on_abandon is not None:
+                why = f"{run.stop.__name__ if run.stop else 'stop'}: abandoned after {self.hard_grace_s:g}s"
+                self.on_abandon(run.key, stopped_failure(run.stop or TimeLimitExceeded, why))
+        return max(0.02, min(soonest - now, 1.0))
+
+    def kill_running(self) -> None:
+        """Shutdown past its grace: kill the children that still run jobs, and wait for
+        them to be gone (only then may those jobs be released to other workers)."""
+        for child in {run.child for run in self._runs.values() if run.child is not None}:
+            child.kill()
+
+    def close(self) -> None:
+        for child in [*self._children, self._solo_child]:
+            if child is not None:
+                child.close()
+
+    def _in_child(self, run: _Run, child: Child, claimed: Claimed) -> RunResult:
+        pending = child.run(run.key, claimed)
+        while not pending.done.wait(0.05):
+            if run.stop is not None and time.monotonic() >= run.stopped_at + self.hard_grace_s:
+                child.kill(for_key=run.key)
+                pending.done.wait(10)
+                break
+        outcome = pending.outcome
+        if isinstance(outcome, ChildDied):
+            if outcome.killed_for == run.key and run.stop is not None:
+                return stopped_failure(
+                    run.stop, f"its process was killed {self.hard_grace_s:g}s after"
+                )
+            ours = outcome.killed_for is not None
+            return Crashed(str(outcome), alone=outcome.running == 1 and not ours, ours=ours)
+        if outcome is None:
+            return Crashed("its process did not answer", alone=False)
+        return outcome
+
+
+def _picklable(obj: object) -> bool:
+    """Can ``obj`` be sent to a spawned child (by reference: a module-level function)?"""
+    try:
+        pickle.dumps(obj)
+    except Exception:
+        return False
+    return True

@@ -1,0 +1,40 @@
+-- crashed: the lease holder saw its job's process die while the job ran alone in it.
+--
+-- The worker ran the job in a child process with nothing beside it, and the child
+-- died (a segfault, an OOM kill, os._exit): the crash is the job's own, without
+-- waiting for the lease to run out. `crashes` + 1 and a WorkerCrashed error; dead
+-- once crashes reach the budget, else back to its old place, solo. Like every
+-- crash re-delivery, it spends none of max_attempts (the attempt is refunded).
+--
+-- KEYS[1] active  ZSET   KEYS[2] pending  ZSET   KEYS[3] dead  ZSET
+-- KEYS[4] seq     STRING KEYS[5] metrics  HASH   KEYS[6] wake  ZSET
+-- KEYS[7] job row HASH
+-- ARGV[1] job id   ARGV[2] token   ARGV[3] crash budget (>= 1)   ARGV[4] how it died
+--         (one line, no quotes or backslashes)   ARGV[5] µs since its run began
+--
+-- Reply: {state, crashes} with state 'pending' or 'dead'.
+-- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.
+-- @include "common"
+-- @include "moves"
+
+local id, jk, budget = ARGV[1], KEYS[7], tonumber(ARGV[3])
+local stale, row = fence(jk, ARGV[2], 'crashed', 'refunds', 'crashes', 'worker')
+if stale then return stale end
+
+redis.call('ZREM', KEYS[1], id)
+stamp_run(jk, ARGV[5])
+local crashes = math.floor(tonumber(row[4]) or 0) + 1
+redis.call('HSET', jk, 'refunds', fmt((tonumber(row[3]) or 0) + 1), 'crashes', fmt(crashes), 'solo', '1')
+local holder = row[5] or '?'
+append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.WorkerCrashed",'
+  .. '"traceback":"WorkerCrashed: on worker ' .. holder .. ', ' .. ARGV[4]
+  .. ' (crash ' .. fmt(crashes) .. ' of ' .. fmt(budget) .. ')"}',
+  'WorkerCrashed: ' .. ARGV[4] .. ' (' .. fmt(crashes) .. '/' .. fmt(budget) .. ')')
+redis.call('HINCRBY', KEYS[5], 'crashed', 1)
+if crashes >= budget then
+  to_dead(jk, id, KEYS[3], KEYS[5])
+  return {'dead', crashes}
+end
+to_pending(jk, id, KEYS[2], KEYS[4], false)
+wake(KEYS[6])
+return {'pending', crashes}
