@@ -285,7 +285,8 @@ def _run_now(jobs: Jobs, queue: str, job_id: str) -> str:
 
 
 def _cancel(jobs: Jobs, queue: str, job_id: str) -> str:
-    jobs.cancel(queue, job_id)
+    if jobs.cancel(queue, job_id) == "cancelling":
+        return f"Job {job_id} is running: its worker stops it and moves it to dead."
     return f"Job {job_id} cancelled (moved to dead; it can still be retried)."
 
 
@@ -323,7 +324,7 @@ JOB_ACTIONS = {
     for a in (
         Action("retry", "Retry", "change", _retry, states=("dead",), style="default"),
         Action("run-now", "Run now", "change", _run_now, states=("scheduled",), style="default"),
-        Action("cancel", "Cancel", "change", _cancel, states=("pending", "scheduled")),
+        Action("cancel", "Cancel", "change", _cancel, states=("pending", "scheduled", "active")),
         Action(
             "delete", "Delete", "delete", _delete, style="deletelink",
             confirm="The job and its row (arguments, errors, result) are removed for good. "

@@ -27,6 +27,7 @@ from redis.retry import Retry
 
 from .errors import (
     AccessDenied,
+    CancelRequested,
     EchoMQError,
     InvalidURL,
     JobExists,
@@ -51,6 +52,7 @@ NODE_CONNECTION_OPTIONS = ("health_check_interval", "ssl_min_version", "ssl_ciph
 
 _ERROR_CODES: dict[str, type[EchoMQError]] = {
     "EMQSTALE": StaleToken,
+    "EMQCANCEL": CancelRequested,
     "EMQNOTFOUND": JobNotFound,
     "EMQEXISTS": JobExists,
     "EMQSTATE": WrongState,

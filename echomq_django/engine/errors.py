@@ -44,6 +44,10 @@ class StaleToken(EchoMQError):
     """
 
 
+class CancelRequested(EchoMQError):
+    """An operator cancelled the running job: its holder must stop it (extend's refusal)."""
+
+
 class JobNotFound(EchoMQError, LookupError):
     """No row exists for this job id (never enqueued, removed, or trimmed)."""
 

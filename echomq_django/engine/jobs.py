@@ -792,10 +792,12 @@ class Jobs:
             [job_id],
         )
 
-    def cancel(self, queue: str, job_id: str, reason: str = "cancelled by an operator") -> None:
+    def cancel(self, queue: str, job_id: str, reason: str = "cancelled by an operator") -> str:
+        """Stop the job: 'dead' at once if it waits; 'cancelling' if it runs (its worker
+        stops it within about a second and sends it to dead; see cancel.lua)."""
         keys = QueueKeys.of(queue)
         _one_line(reason, "reason", 200)
-        self.connector.run(
+        return self.connector.run(
             script.load("cancel"),
             [keys.pending, keys.scheduled, keys.dead, keys.metrics, keys.job(job_id)],
             [job_id, reason],

@@ -43,7 +43,14 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from .errors import Cancelled, EchoMQError, ServerUnavailable, StaleToken, TimeLimitExceeded
+from .errors import (
+    Cancelled,
+    CancelRequested,
+    EchoMQError,
+    ServerUnavailable,
+    StaleToken,
+    TimeLimitExceeded,
+)
 from .jobs import BATCH_MAX, DEFAULT_CRASH_BUDGET, DEFAULT_LEASE_MS, Claim, Claimed, Jobs
 from .keyspace import QueueKeys, validate_worker_id
 from .outcome import Failure, Handler, Outcome, Success, error_json
@@ -79,7 +86,8 @@ BLOCK_SLACK_S = 2.0
 # leaves at most that many jobs that had not really run marked as maybe-crashed.
 START_AHEAD_MS = 10.0
 START_MAX = 250
-STAMP_AFTER_S = 0.05  # a run still going after this long gets its start time stamped  # socket_timeout = block timeout + this: a hung read cannot wedge us
+STAMP_AFTER_S = 0.05
+CANCEL_CHECK_S = 1.0  # a running job's lease is renewed at least this often  # a run still going after this long gets its start time stamped  # socket_timeout = block timeout + this: a hung read cannot wedge us
 
 
 @dataclass
@@ -114,6 +122,7 @@ class _Lease:
     released: bool = False
     abandoned: bool = False  # stuck past its time limit: failed, its slot given to a new thread
     slot: int = 0  # the executor running it
+    cancelled: str = ""  # an operator's reason: the task is being stopped
 
     @property
     def key(self) -> tuple[str, str, int]:
@@ -152,8 +161,12 @@ class _Lease:
 
 
 def _renewal_time(lease: _Lease) -> float:
-    """When the lease is a third through: the heartbeat extends it then."""
-    return lease.renewed_at + lease.lease_ms / 3000
+    """When the lease is a third through: the heartbeat extends it then. A running job's
+    is renewed at least every CANCEL_CHECK_S: the renewal is how a cancel reaches it."""
+    every = lease.lease_ms / 3000
+    if lease.started:
+        every = min(every, CANCEL_CHECK_S)
+    return lease.renewed_at + every
 
 
 def default_worker_id() -> str:
@@ -621,6 +634,7 @@ class Worker:
                             self._solo = lease
                         lease.started = time.monotonic()  # give-back leaves it alone now
                         self._running.add(lease)
+                        self._renew_at = min(self._renew_at, _renewal_time(lease))
                         if self._fetcher_waiting and self._room_for_batch():
                             self._room.notify_all()
                         return lease
@@ -694,6 +708,8 @@ class Worker:
             self._log_job(lease, "finally returned after it was abandoned; outcome discarded")
         elif lease.lost or lease.released:
             self._discard(lease)
+        elif lease.cancelled and not isinstance(outcome, Success):
+            self._fail(lease, stopped_failure(Cancelled, lease.cancelled))
         elif isinstance(outcome, Crashed):
             self._crashed(lease, outcome)
         elif isinstance(outcome, Success):
@@ -974,7 +990,13 @@ class Worker:
             self._server_down("extend", exc)
             raise
         for lease, reply, us in zip(due, replies, ran_us):
-            if isinstance(reply, StaleToken):
+            if isinstance(reply, CancelRequested):
+                if not (lease.cancelled or lease.finishing):
+                    lease.cancelled = str(reply) or "cancelled by an operator"
+                    logger.warning("job %s %s: cancelled (%s); stopping it", lease.claimed.id,
+                                   lease.task, lease.cancelled)  # fmt: skip
+                    self._runner.stop(lease.key, Cancelled)
+            elif isinstance(reply, StaleToken):
                 if not lease.finishing:  # a finished job's complete may simply have won the race
                     lease.lost = str(reply)
                     self._count("lost")

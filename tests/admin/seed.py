@@ -59,24 +59,29 @@ def dead(jobs: Jobs, queue: str = "emails", n: int = 1, attempts: int = 1, **kwa
     """
     ids = enqueue(jobs, queue, n, max_attempts=attempts, **kwargs)
     for attempt in range(1, attempts + 1):
-        claim = jobs.claim(queue, f"{WORKER[:-1]}{attempt}", count=n, lease_ms=60_000)
+        claim = jobs.claim(
+            queue, f"{WORKER[:-1]}{attempt}", count=n, lease_ms=60_000, start_now=n
+        )  # each claim's jobs ran: one worker id per run
         for c in claim.jobs:
             jobs.retry(
-                queue, c.id, c.token, error=ERROR, summary=SUMMARY, give_up=attempt == attempts
-            )
+                queue, c.id, c.token, error=ERROR, summary=SUMMARY,
+                give_up=attempt == attempts, ran_us=0,
+            )  # fmt: skip
     return ids
 
 
 def completed(jobs: Jobs, queue: str = "emails", n: int = 1, **kwargs) -> list[str]:
     enqueue(jobs, queue, n, **kwargs)
-    claim = jobs.claim(queue, WORKER, count=n, lease_ms=60_000)
-    jobs.complete_many([(queue, c.id, c.token, '{"sent": true}') for c in claim.jobs])
+    claim = jobs.claim(queue, WORKER, count=n, lease_ms=60_000, start_now=n)
+    done = [(queue, c.id, c.token, '{"sent": true}') for c in claim.jobs]
+    jobs.complete_many(done, ran_us=[0] * len(done))  # each run began just now
     return [c.id for c in claim.jobs]
 
 
 def active(jobs: Jobs, queue: str = "emails", n: int = 1, worker: str = WORKER) -> list[str]:
     enqueue(jobs, queue, n)
-    return [c.id for c in jobs.claim(queue, worker, count=n, lease_ms=120_000).jobs]
+    claim = jobs.claim(queue, worker, count=n, lease_ms=120_000, start_now=n)
+    return [c.id for c in claim.jobs]
 
 
 def scheduled(

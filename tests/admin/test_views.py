@@ -424,7 +424,7 @@ def test_purge_a_set(jobs, superuser, state, make):
     "action, make, says",
     [
         ("run-now", seed.enqueue, "is pending, not scheduled"),
-        ("cancel", seed.completed, "is completed, not pending or scheduled"),
+        ("cancel", seed.completed, "is completed, not pending, scheduled or active"),
         ("retry", seed.enqueue, "is not dead"),
     ],
 )

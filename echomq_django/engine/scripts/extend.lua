@@ -6,7 +6,9 @@
 -- ARGV[4] µs since the run began, for a job whose run is not stamped yet (-1: none)
 --
 -- Reply: the new deadline (Unix ms). Error: EMQSTALE when the lease was lost;
--- the worker must then not complete the job over the new holder.
+-- the worker must then not complete the job over the new holder. EMQCANCEL (the
+-- reason follows) when an operator cancelled the running job: not renewed; the
+-- worker stops the task and reports it dead (see cancel.lua).
 --
 -- allow-oom (the shebang above): a server at maxmemory with noeviction refuses
 -- a flagless script whose first write may grow memory, and ZADD XX is such a
@@ -17,8 +19,11 @@
 -- @include "moves"
 
 local id, jk = ARGV[1], KEYS[2]
-local stale = fence(jk, ARGV[2], 'extend')
+local stale, row = fence(jk, ARGV[2], 'extend', 'cancel')
 if stale then return stale end
+if row[3] and row[3] ~= '' then  -- an operator cancelled it: the holder must stop it
+  return redis.error_reply('EMQCANCEL ' .. row[3])
+end
 
 local deadline = now_ms + tonumber(ARGV[3])
 redis.call('ZADD', KEYS[1], 'XX', fmt(deadline), id)

@@ -18,6 +18,8 @@
 --   worker reports that itself: crashed.lua). Back free, and solo: its own child.
 --   A SIGKILL of a worker is never charged to a job that ran in a child.
 --
+-- * cancelled by an operator while it ran (`cancel` holds the reason): to dead.
+--
 -- A crash re-delivery is never one of the job's max_attempts (those count the runs
 -- whose task raised or timed out): every reaped attempt is refunded.
 -- Bounded: at most ARGV[1] jobs per call; the caller loops while `more` is 1.
@@ -41,7 +43,7 @@ for _, id in ipairs(expired) do
   local row = {}
   if is_row(jk) then
     row = redis.call('HMGET', jk, 'state', 'worker', 'attempts', 'run', 'solo', 'refunds',
-      'crashes', 'isolated')
+      'crashes', 'isolated', 'cancel')
   end
   if row[1] ~= 'active' then
     dangling = dangling + 1
@@ -50,7 +52,12 @@ for _, id in ipairs(expired) do
     -- script after this batch's first moves. It reads as 0.
     redis.call('HSET', jk, 'refunds', fmt((tonumber(row[6]) or 0) + 1))
     local to = 'pending'
-    if row[4] ~= row[3] then
+    if row[9] and row[9] ~= '' then  -- cancelled while it ran, and its worker is gone
+      append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.Cancelled",'
+        .. '"traceback":"Cancelled: ' .. row[9] .. '"}', 'Cancelled: ' .. row[9])
+      redis.call('HINCRBY', KEYS[5], 'cancelled', 1)
+      to = 'dead'
+    elseif row[4] ~= row[3] then
       unstarted = unstarted + 1
     elseif row[5] ~= '1' or row[8] == row[3] then
       redis.call('HSET', jk, 'solo', '1')

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from echomq_django.engine.jobs import DEFAULT_CRASH_BUDGET
 from echomq_django.engine.retry_policy import RetryPolicy
 from echomq_django.engine.worker import Worker
 from echomq_django.execution import execute
@@ -58,7 +59,37 @@ class Command(BaseCommand):
             type=count_arg,
             default=1,
             metavar="N",
-            help="Jobs run at once, each in its own thread of this process (default: 1).",
+            help="Jobs run at once, each in its own thread (default: 1); with --processes, "
+            "per child process.",
+        )
+        parser.add_argument(
+            "--processes",
+            type=int,
+            default=0,
+            metavar="N",
+            help="Run tasks in N child processes (each running --concurrency jobs at once) "
+            "under this one, which keeps the leases: a task holding the GIL or crashing "
+            "its process cannot starve the heartbeat or take the worker down, a time limit "
+            "kills the child, and N cores are used. Default 0: tasks run in threads of "
+            "this process (quickest to start; a time limit can only raise in the task).",
+        )
+        parser.add_argument(
+            "--time-limit",
+            type=float,
+            default=0.0,
+            metavar="SECONDS",
+            help="Stop any task running longer than this (a task's own timeout may be "
+            "shorter): TimeLimitExceeded is raised in it, and if it does not end within "
+            "2 s its child is killed (process mode) or its thread abandoned (thread mode). "
+            "The attempt fails and is retried or not per the task. Default 0: no cap.",
+        )
+        parser.add_argument(
+            "--crash-budget",
+            type=count_arg,
+            default=DEFAULT_CRASH_BUDGET,
+            metavar="N",
+            help="Crashes of its own process a job may cause before it is dead as "
+            f"WorkerCrashed (default: {DEFAULT_CRASH_BUDGET}).",
         )
         parser.add_argument(
             "--burst",
@@ -92,8 +123,10 @@ class Command(BaseCommand):
             type=float,
             default=30.0,
             metavar="SECONDS",
-            help="On SIGTERM/SIGINT, how long running jobs may take to finish before "
-            "they are released back to pending (default: 30).",
+            help="On SIGTERM/SIGINT, how long running jobs may take to finish (default: 30). "
+            "After it, process mode kills their children and releases the jobs; thread "
+            "mode exits and leaves them to the reaper (a thread cannot be killed, and a "
+            "job released while it still runs could start elsewhere beside it).",
         )
         parser.add_argument(
             "--retry-base",
@@ -125,6 +158,11 @@ class Command(BaseCommand):
                 burst=options["burst"],
                 max_jobs=options["max_jobs"],
                 grace_s=options["grace"],
+                processes=options["processes"],
+                time_limit_s=options["time_limit"],
+                crash_budget=options["crash_budget"],
+                child_handler="echomq_django.execution:execute",
+                child_initializer="django:setup",
                 retry_policy=RetryPolicy(
                     base_ms=round(options["retry_base"] * 1000),
                     max_ms=round(options["retry_max"] * 1000),
@@ -134,12 +172,14 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         on_stop_signals(worker.stop, logger)  # first: a signal during start-up stops cleanly
         logger.info(
-            "worker %s on %s (%s): queues %s, concurrency %d, lease %gs%s",
+            "worker %s on %s (%s): queues %s, %s, lease %gs%s",
             worker.id,
             jobs.connector.safe_url,
             server_version(jobs.connector),
             ", ".join(worker.queues),
-            worker.concurrency,
+            f"{worker.processes} processes x {worker.concurrency} threads"
+            if worker.processes
+            else f"concurrency {worker.concurrency}",
             worker.lease_ms / 1000,
             ", burst" if worker.burst else "",
         )

@@ -19,7 +19,7 @@ local function to_dead(jk, id, dead_key, metrics_key)
   local ttl = tonumber(redis.call('HGET', jk, 'dead_ttl_ms')) or 604800000
   redis.call('ZADD', dead_key, fmt(now_ms + ttl), id)
   redis.call('HSET', jk, 'state', 'dead', 'finished_at', fmt(now_us))
-  redis.call('HDEL', jk, 'worker', 'lease_deadline', 'due_ms')
+  redis.call('HDEL', jk, 'worker', 'lease_deadline', 'due_ms', 'cancel')
   release_idempotency(jk, id)
   redis.call('HINCRBY', metrics_key, 'dead', 1)
   count_minute('failed')
