@@ -43,7 +43,7 @@ def test_a_worker_killed_mid_job_delays_it_by_one_lease(valkey_jobs, valkey_url,
     first.kill()  # SIGKILL mid-job: no release, no goodbye
     killed_at = time.monotonic()
     spawn("reaper", valkey_url, "q", "--interval", "0.05")
-    second = spawn("worker", valkey_url, "q", "--name", "second", "--lease-ms", "500")
+    spawn("worker", valkey_url, "q", "--name", "second", "--lease-ms", "500")
     wait_until(lambda: jobs.get("q", job_id).state == "completed", timeout=10)
     recovered_after = time.monotonic() - killed_at
     job = jobs.get("q", job_id)
