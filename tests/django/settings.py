@@ -11,6 +11,6 @@ TASKS = {
     "default": {
         "BACKEND": "echomq_django.backends.EchoMQBackend",
         "QUEUES": ["default", "emails", "slow"],
-        "OPTIONS": {"TASK_MODULES": ["tests.django.tasks"], "RETRY_BACKOFF": 0, "LEASE": 5},
+        "OPTIONS": {"TASK_MODULES": ["tests.django.tasks"], "BACKOFF": 0, "LEASE": 5},
     }
 }

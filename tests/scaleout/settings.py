@@ -17,6 +17,6 @@ TASKS = {
     "default": {
         "BACKEND": "echomq_django.backends.EchoMQBackend",
         "QUEUES": [*SPREAD, "slow"],  # tests.django.tasks also uses "slow"
-        "OPTIONS": {"TASK_MODULES": ["tests.django.tasks"], "RETRY_BACKOFF": 0},
+        "OPTIONS": {"TASK_MODULES": ["tests.django.tasks"], "BACKOFF": 0},
     }
 }
