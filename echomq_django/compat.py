@@ -90,9 +90,10 @@ def task(
 ) -> Any:
     """Django's ``@task``, taking the backend's own task options on every stack.
 
-    Options the backend's ``task_class`` has a field for are passed to it (so a
-    misspelt EchoMQ option is still a ``TypeError`` under EchoMQ); the others are
-    dropped with a ``TaskOptionsIgnored`` warning, once per backend and options.
+    Under EchoMQ every option is passed to its task class (a misspelt one is a
+    ``TypeError``). Under another backend, the options its task class has no
+    field for are dropped with a ``TaskOptionsIgnored`` warning, once per
+    backend and option set.
     """
     if "run_after" in options:  # as Django 6.1 says it
         raise TypeError(
@@ -100,23 +101,36 @@ def task(
             "Use .using(run_after=...) to set it dynamically."
         )
 
-    def wrapper(func: Callable[..., Any]) -> Task:
+    def build(func: Callable[..., Any]) -> Task:
         task_class = task_backends[backend].task_class
-        accepted = {f.name for f in fields(task_class)}
-        ignored = tuple(sorted(set(options) - accepted))
-        if ignored:
-            warn_ignored(backend, task_class, ignored)
+        from .options import EchoMQTask  # here: options imports this module
+
+        if not issubclass(task_class, EchoMQTask):
+            accepted = {f.name for f in fields(task_class)}
+            ignored = tuple(sorted(set(options) - accepted))
+            if ignored:  # stack: warn, warn_ignored, build, task or wrapper, the caller
+                warn_ignored(backend, task_class, ignored)
+                options_kept = {k: v for k, v in options.items() if k in accepted}
+            else:
+                options_kept = options
+        else:  # every option is passed: a misspelt one is a TypeError
+            options_kept = options
         return task_class(
             func=func,
             priority=priority,
             queue_name=queue_name,
             backend=backend,
             takes_context=takes_context,
-            **{name: value for name, value in options.items() if name in accepted},
+            run_after=None,  # Django 6.0's Task has no default for it
+            **options_kept,
         )
 
     if function:
-        return wrapper(function)
+        return build(function)
+
+    def wrapper(func: Callable[..., Any]) -> Task:
+        return build(func)
+
     return wrapper
 
 

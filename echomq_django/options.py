@@ -15,7 +15,13 @@ from typing import Any
 
 from django.utils import timezone
 
-from .compat import InvalidTask, Task
+from .compat import (
+    DEFAULT_TASK_BACKEND_ALIAS,
+    DEFAULT_TASK_PRIORITY,
+    DEFAULT_TASK_QUEUE_NAME,
+    InvalidTask,
+    Task,
+)
 from .engine.errors import InvalidJobOptions
 from .engine.jobs import NewJob
 from .retries import (
@@ -37,6 +43,11 @@ JOB_OPTIONS = ("max_attempts", "backoff", "timeout", "lease", "result_ttl", "dea
 class EchoMQTask(Task):
     """A Task with EchoMQ's per-task options (None: the backend's, then the default)."""
 
+    # Django's fields, with the defaults Django 6.1 and the backport give them (6.0 gives none).
+    priority: int = DEFAULT_TASK_PRIORITY
+    backend: str = DEFAULT_TASK_BACKEND_ALIAS
+    queue_name: str = DEFAULT_TASK_QUEUE_NAME
+    run_after: datetime | None = None
     max_attempts: int | None = None
     backoff: Backoff | None = None
     retry_on: ExceptionTypes = ()  # empty: every exception may be retried

@@ -6,6 +6,9 @@ retries without backoff (the suite stays fast). The server URL comes from
 """
 
 from tests.settings import *  # noqa: F403
+from tests.settings import INSTALLED_APPS
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.django.taskapp"]  # tasks outside tasks.py
 
 TASKS = {
     "default": {
