@@ -473,3 +473,24 @@ def test_job_options_are_parsed_once_per_task_and_the_memo_is_bounded(echomq):
     for i in range(OPTIONS_MEMO_SIZE + 10):  # a new Task per run_after
         backend.options_for(tasks.add.using(run_after=base + timedelta(seconds=i)))
     assert len(backend._options) <= OPTIONS_MEMO_SIZE
+
+
+def test_get_result_reads_every_configured_queue_in_one_round_trip(echomq, monkeypatch):
+    import redis.connection
+
+    in_emails = tasks.fail.enqueue("x")  # queue "emails": not the first of QUEUES
+    in_default = tasks.add.enqueue(1, 2)
+    sends = []
+    original = redis.connection.AbstractConnection.send_packed_command
+
+    def counted(self, command, *args, **kwargs):
+        sends.append(command)
+        return original(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+    assert tasks.fail.get_result(in_emails.id).task.queue_name == "emails"
+    assert len(sends) == 1
+    assert tasks.add.get_result(in_default.id).id == in_default.id
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result("0190a0e4-0000-7000-8000-000000000000")
+    assert len(sends) == 3
