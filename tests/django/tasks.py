@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from datetime import timedelta
 
 from echomq_django import Retry
@@ -122,3 +123,9 @@ def long_traceback(depth):
 def patient():
     """Fails; retried a minute later."""
     raise Unlucky("try again in a minute")
+
+
+@task
+def nap(seconds):
+    time.sleep(seconds)
+    return seconds

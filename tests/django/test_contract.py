@@ -55,6 +55,7 @@ SCENARIOS = {
     "raises": (jobs.fails, ("kaput",), {}),
     "custom": (jobs.unlucky, ("no luck",), {}),
     "exits": (jobs.exits, (3,), {}),
+    "deep": (jobs.deep, (300,), {}),
     "context": (jobs.with_context, ("v",), {}),
     "async": (coros.async_add, (1, 2), {}),
     "email": (emails.send, ("a@example.com",), {}),
@@ -69,6 +70,7 @@ class Run:
     backend: str  # the TASKS BACKEND path: the signals' sender
     results: dict[str, TaskResult]
     signals: list[dict] = field(default_factory=list)
+    deferred: dict[str, TaskResult] = field(default_factory=dict)  # EchoMQ only: run_after
 
     def signals_of(self, result: TaskResult) -> list[dict]:
         return [s for s in self.signals if s["id"] == result.id]
@@ -99,6 +101,11 @@ def run_echomq(url: str, tmp: Path) -> Run:
     receivers = record_signals(seen)
     try:
         enqueued = enqueue_all()
+        deferred = {
+            "in an hour": jobs.add.using(run_after=timezone.now() + timedelta(hours=1)),
+            "timedelta": jobs.add.using(run_after=timedelta(minutes=30)),
+        }
+        deferred = {name: t.enqueue(1, 1) for name, t in deferred.items()}
     finally:
         for signal, receiver in receivers.items():
             signal.disconnect(receiver)
@@ -117,7 +124,8 @@ def run_echomq(url: str, tmp: Path) -> Run:
     assert proc.returncode == 0, proc.stderr
     seen += [json.loads(line) for line in log.read_text().splitlines()]
     results = {name: r.task.get_result(r.id) for name, r in enqueued.items()}
-    return Run("echomq", ECHOMQ_BACKEND, results, seen)
+    deferred = {name: r.task.get_result(r.id) for name, r in deferred.items()}
+    return Run("echomq", ECHOMQ_BACKEND, results, seen, deferred)
 
 
 def run_immediate() -> Run:
@@ -168,6 +176,7 @@ def test_a_raising_task_is_failed_at_once_with_its_error(run):
         ("raises", "builtins.ValueError", "ValueError: kaput"),
         ("custom", "tests.django.taskapp.jobs.Unlucky", "Unlucky: no luck"),
         ("exits", "builtins.SystemExit", "SystemExit: 3"),
+        ("deep", "tests.django.taskapp.jobs.Unlucky", "Unlucky: at the bottom"),
     ]:
         result = run.results[name]
         assert (result.status, result.attempts) == (TaskResultStatus.FAILED, 1), name
@@ -239,6 +248,11 @@ def test_run_after(run):
         with pytest.raises(InvalidTask, match="run_after"):
             jobs.add.using(run_after=later)
         return
+    for name, result in run.deferred.items():  # the worker ran, and left them waiting
+        assert (result.status, result.started_at, result.worker_ids) == (
+            TaskResultStatus.READY, None, []
+        ), name  # fmt: skip
+        assert result.task.run_after > result.enqueued_at + timedelta(minutes=29), name
     deferred = jobs.add.using(run_after=later)
     assert deferred.run_after == later
     relative = jobs.add.using(run_after=timedelta(minutes=5))

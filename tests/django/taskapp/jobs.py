@@ -43,3 +43,11 @@ def with_context(context, value):
 def tuned(x):
     """EchoMQ options: on Django's own backends they are ignored (with a warning)."""
     return x * 2
+
+
+@task
+def deep(depth):
+    """Fails ``depth`` frames down: a traceback of thousands of lines."""
+    if depth:
+        return deep.call(depth - 1)
+    raise Unlucky("at the bottom")
