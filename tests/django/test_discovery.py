@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from echomq_django import payload
 from echomq_django.engine.jobs import NewJob
 from echomq_django.engine.worker import Worker
 from echomq_django.execution import execute
@@ -33,20 +34,31 @@ def plant(jobs, path: str, args=()) -> str:
     return jobs.enqueue("default", NewJob(payload=json.dumps(body), task=path)).id
 
 
-def forget(*modules: str) -> None:
-    """Unload modules, so the worker has to find (or refuse) them itself."""
-    for name in modules:
-        sys.modules.pop(name, None)
-        parent, _, child = name.rpartition(".")
-        if parent in sys.modules:
-            sys.modules[parent].__dict__.pop(child, None)
+@pytest.fixture
+def forget(monkeypatch):
+    """Unload modules for one test, so the worker has to find (or refuse) them itself.
+
+    The originals are put back afterwards, and the rebuilt-Task cache is emptied
+    both ways: later tests compare their Task objects with the rows' tasks.
+    """
+    payload._rebuild.cache_clear()
+
+    def unload(*modules: str) -> None:
+        for name in modules:
+            monkeypatch.delitem(sys.modules, name, raising=False)
+            parent, _, child = name.rpartition(".")
+            if parent in sys.modules:
+                monkeypatch.delattr(sys.modules[parent], child, raising=False)
+
+    yield unload
+    payload._rebuild.cache_clear()
 
 
 def run(jobs) -> None:
     Worker(jobs, ("default",), execute, burst=True, name="w1", idle_block_s=0.2).run()
 
 
-def test_a_task_in_any_module_of_an_installed_app_is_imported_and_run(app_installed):
+def test_a_task_in_any_module_of_an_installed_app_is_imported_and_run(app_installed, forget):
     jobs = app_installed
     forget(f"{APP}.jobs", f"{APP}.coros", f"{APP}.tasks.emails")
     ids = {
@@ -64,7 +76,7 @@ def test_a_task_in_any_module_of_an_installed_app_is_imported_and_run(app_instal
 
 
 def test_only_task_objects_run_and_nothing_outside_the_apps_is_imported(
-    app_installed, tmp_path, monkeypatch
+    app_installed, forget, tmp_path, monkeypatch
 ):
     jobs = app_installed
     marker = tmp_path / "marks"
