@@ -5,8 +5,8 @@ the outcome; it never raises (whatever a task or a signal receiver does, the
 worker keeps going). What it does, in order:
 
 1. ``close_old_connections()`` (before and after each job, like a request).
-2. Decode the payload and resolve the task to a Task object already loaded in
-   this process (see :mod:`echomq_django.payload`). A row that cannot be run
+2. Decode the payload and resolve the task to a Task object (loaded, or in a
+   module of an installed app; see :mod:`echomq_django.payload`). A row that cannot be run
    (corrupt, unknown task such as ``os.system``, backend not configured here) is
    refused: ``Failure(retry=False)``, so it goes to dead with the reason, never called.
 3. Build the TaskResult from the claimed row (RUNNING, attempts = len(worker_ids)),
