@@ -166,3 +166,33 @@ def test_read_ahead_jobs_are_stamped_when_each_starts_not_when_claimed(jobs):
     assert len({r.started_at for r in done}) == len(done)  # no two share a stamp
     by_start = [r.task.priority for r in sorted(done, key=lambda r: r.started_at)]
     assert by_start == sorted(priorities, reverse=True)
+
+
+def test_backend_wide_max_attempts_and_backoff_callable(settings, jobs):
+    seen = []
+
+    def backoff(exception, task_result):
+        seen.append((type(exception).__name__, task_result.attempts))
+        return 7
+
+    settings.TASKS = {
+        "default": {
+            **settings.TASKS["default"],
+            "OPTIONS": {"TASK_MODULES": ["tests.django.tasks"], "MAX_ATTEMPTS": 3,
+                        "BACKOFF": backoff},
+        }
+    }  # fmt: skip
+    result = tasks.add.enqueue(1, None)  # no options of its own: the backend's
+    assert jobs.get("default", result.id).max_attempts == 3
+    outcome = execute(jobs.claim("default", "w1").jobs[0])
+    assert (outcome.retry, outcome.backoff_ms) == (True, 7000)
+    assert seen == [("TypeError", 1)]
+    tasks.tuned.enqueue(fails=True)  # its own backoff (0.25 s) wins over the backend's
+    assert execute(jobs.claim("default", "w1").jobs[0]).backoff_ms == 250
+
+
+def test_using_cannot_change_the_retry_options():
+    with pytest.raises(TypeError):
+        tasks.tuned.using(max_attempts=9)
+    with pytest.raises(TypeError):
+        tasks.tuned.using(backoff=1)
