@@ -27,7 +27,7 @@ TASKS = {
             "TASK_MODULES": ["bench.soak_tasks"],
             "MAX_ATTEMPTS": int(os.environ.get("SOAK_MAX_ATTEMPTS", "5")),
             "LEASE": float(os.environ.get("SOAK_LEASE_S", "1.0")),
-            "RETRY_BACKOFF": 0.05,
+            "BACKOFF": 0.05,
         },
     }
 }

@@ -7,19 +7,21 @@
             "BACKEND": "echomq_django.backends.EchoMQBackend",
             "QUEUES": ["default", "emails"],        # engine queue names
             "OPTIONS": {
-                "MAX_ATTEMPTS": 3,                  # claims before a failing job goes to dead
+                "MAX_ATTEMPTS": 1,                  # runs of a task that raises (1: no retry)
+                "BACKOFF": None,                    # seconds, timedelta or callable (None: the worker's)
+                "TIMEOUT": None,                    # seconds a run may take (None: no limit)
                 "LEASE": 30,                        # seconds a claim holds a job (None: the worker's)
-                "RETRY_BACKOFF": None,              # seconds before a retry (None: the worker's policy)
                 "RESULT_TTL": 86400,                # seconds a finished job's result is kept
-                "DEAD_TTL": 604800,                 # seconds a dead job is kept
+                "DEAD_TTL": 604800,                 # seconds a failed job is kept
                 "ENQUEUE_ON_COMMIT": False,         # inside atomic(): send on commit, never on rollback
-                "TASK_MODULES": [],                 # modules with tasks besides each app's tasks.py
+                "TASK_MODULES": [],                 # task modules outside the installed apps
             },
         }
     }
 
-The same five job options, in lowercase, can be set per task
-(``@task(max_attempts=5, lease=120)``, durations in seconds or as timedelta);
+The same job options, in lowercase, can be set per task
+(``@task(max_attempts=5, backoff=30, lease=120)``, durations in seconds or as
+timedelta; see :mod:`echomq_django.options` and :mod:`echomq_django.retries`);
 ``enqueue_on_commit`` too. ``task.using(idempotency_key="order-42")`` stores a
 job once while an earlier one with that key is still pending, scheduled or
 running: enqueue then returns the earlier job's result.
@@ -31,10 +33,9 @@ enqueue or read.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
-from datetime import datetime, timedelta
+from dataclasses import fields
+from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -53,9 +54,11 @@ from .compat import (
     TaskResultStatus,
     task_enqueued,
 )
-from .engine.errors import InvalidJobId, InvalidJobOptions
-from .engine.jobs import MAX_DELAY_MS, Job, NewJob
-from .engine.keyspace import validate_job_id, validate_queue_name
+from .engine.connector import translate_error
+from .engine.errors import InvalidJobId
+from .engine.jobs import Job, NewJob
+from .engine.keyspace import QueueKeys, validate_job_id, validate_queue_name
+from .options import DEFAULT_MAX_ATTEMPTS, JOB_OPTIONS, EchoMQTask, JobOptions
 from .payload import (
     Payload,
     due_ms,
@@ -65,100 +68,15 @@ from .payload import (
     task_result,
 )
 
-Duration = int | float | timedelta
+__all__ = ["EchoMQBackend", "EchoMQTask"]
+
 K = TypeVar("K")
 V = TypeVar("V")
 
-JOB_OPTIONS = ("max_attempts", "lease", "retry_backoff", "result_ttl", "dead_ttl")
 OTHER_OPTIONS = ("ENQUEUE_ON_COMMIT", "TASK_MODULES")
 OPTIONS_MEMO_SIZE = 1024  # Tasks remembered per backend (options, and that they are valid)
 # Every key TASKS OPTIONS may hold: others are the system check error echomq.E004.
 KNOWN_OPTIONS = frozenset({o.upper() for o in JOB_OPTIONS} | set(OTHER_OPTIONS))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EchoMQTask(Task):
-    """A Task with EchoMQ's per-task options (None: the backend's, then the engine's)."""
-
-    max_attempts: int | None = None
-    lease: Duration | None = None
-    retry_backoff: Duration | None = None
-    result_ttl: Duration | None = None
-    dead_ttl: Duration | None = None
-    enqueue_on_commit: bool | None = None
-    idempotency_key: str | None = None
-
-    def using(self, *, idempotency_key: str | None = None, **changes: Any) -> EchoMQTask:
-        """Django's ``using()``, plus an idempotency key for this one enqueue."""
-        task = Task.using(self, **changes)  # explicit base: zero-arg super() fails with slots
-        if idempotency_key is not None:
-            task = replace(task, idempotency_key=idempotency_key)
-        return task
-
-
-def duration_ms(value: Duration | None, name: str) -> int | None:
-    """Seconds (or a timedelta) as whole milliseconds; None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        value = value.total_seconds()
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 <= value < math.inf  # also refuses NaN, which round() cannot take
-    ):
-        raise InvalidJobOptions(
-            f"{name} must be a non-negative number of seconds or a timedelta, not {value!r}"
-        )
-    return round(value * 1000)
-
-
-@dataclass(frozen=True, slots=True)
-class JobOptions:
-    """The job options in engine units; None means "not set here"."""
-
-    max_attempts: int | None = None
-    lease_ms: int | None = None
-    retry_backoff_ms: int | None = None
-    result_ttl_ms: int | None = None
-    dead_ttl_ms: int | None = None
-
-    @classmethod
-    def parse(cls, values: Mapping[str, Any]) -> JobOptions:
-        """From lowercase option names (task fields, or backend OPTIONS lowered)."""
-        return cls(
-            max_attempts=values.get("max_attempts"),
-            lease_ms=duration_ms(values.get("lease"), "lease"),
-            retry_backoff_ms=duration_ms(values.get("retry_backoff"), "retry_backoff"),
-            result_ttl_ms=duration_ms(values.get("result_ttl"), "result_ttl"),
-            dead_ttl_ms=duration_ms(values.get("dead_ttl"), "dead_ttl"),
-        ).checked()
-
-    def over(self, defaults: JobOptions) -> JobOptions:
-        """These options, falling back to ``defaults`` for the ones not set."""
-        mine = {f.name: getattr(self, f.name) for f in fields(self)}
-        return JobOptions(
-            **{name: getattr(defaults, name) if v is None else v for name, v in mine.items()}
-        )
-
-    def new_job_fields(self) -> dict[str, int]:
-        """The NewJob keyword arguments these options set (unset ones keep the engine's)."""
-        values = {
-            "max_attempts": self.max_attempts,
-            "lease_ms": self.lease_ms,
-            "result_ttl_ms": self.result_ttl_ms,
-            "dead_ttl_ms": self.dead_ttl_ms,
-        }
-        return {name: value for name, value in values.items() if value is not None}
-
-    def checked(self) -> JobOptions:
-        """Raise the engine's typed error for a value out of range (nothing is sent)."""
-        NewJob(payload="", **self.new_job_fields()).validate()
-        if self.lease_ms == 0:
-            raise InvalidJobOptions("lease must be positive")
-        if (self.retry_backoff_ms or 0) > MAX_DELAY_MS:
-            raise InvalidJobOptions(f"retry_backoff must be at most {MAX_DELAY_MS // 1000} seconds")
-        return self
 
 
 class EchoMQBackend(BaseTaskBackend):
@@ -179,11 +97,11 @@ class EchoMQBackend(BaseTaskBackend):
         self.problems = self.configuration_problems()
         self._options: dict[Task, JobOptions] = {}
         self._valid: dict[tuple[Task, bool], bool] = {}
-        self.job_options = JobOptions()
+        self.job_options = JobOptions(max_attempts=DEFAULT_MAX_ATTEMPTS)
         if not self.problems:
             self.job_options = JobOptions.parse(
                 {name: self.options.get(name.upper()) for name in JOB_OPTIONS}
-            )
+            ).over(self.job_options)
 
     def configuration_problems(self) -> list[checks.Error]:
         """What is wrong with this TASKS entry, as system-check errors."""
@@ -216,7 +134,8 @@ class EchoMQBackend(BaseTaskBackend):
             problems.append(
                 checks.Error(
                     f"{where}['OPTIONS']: {exc}.",
-                    hint="Durations are seconds (or timedelta); MAX_ATTEMPTS is at least 1.",
+                    hint="Durations are seconds (or timedelta); BACKOFF may also be a callable "
+                    "(exception, task_result) -> seconds | None; MAX_ATTEMPTS is at least 1.",
                     id="echomq.E006",
                 )
             )
@@ -386,15 +305,27 @@ class EchoMQBackend(BaseTaskBackend):
     # -- results --------------------------------------------------------------------
 
     def get_result(self, result_id: str) -> TaskResult:
-        """The job's current state as a TaskResult, from whichever of our queues holds it."""
+        """The job's current state as a TaskResult, from whichever of our queues holds it.
+
+        One round trip: the row is read from every configured queue at once (a
+        pipeline of HGETALLs; on a cluster, one per node holding those queues).
+        """
         try:
             validate_job_id(result_id)
         except InvalidJobId as exc:
             raise TaskResultDoesNotExist(result_id) from exc
-        for queue in self.result_queues():
-            job = conf.get_jobs().get(queue, result_id)
-            if job is not None:
-                return self.to_result(job)
+        queues = list(self.result_queues())
+        client = conf.get_jobs().connector.client
+        pipe = client.pipeline(transaction=False)
+        for queue in queues:
+            pipe.hgetall(QueueKeys.of(queue).job(result_id))
+        try:
+            rows = pipe.execute()
+        except Exception as exc:
+            raise translate_error(exc) from exc
+        for queue, row in zip(queues, rows):
+            if row:
+                return self.to_result(Job.from_row(queue, row))
         raise TaskResultDoesNotExist(result_id)
 
     def read(self, queue: str, result_id: str) -> TaskResult:

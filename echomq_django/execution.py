@@ -5,8 +5,8 @@ the outcome; it never raises (whatever a task or a signal receiver does, the
 worker keeps going). What it does, in order:
 
 1. ``close_old_connections()`` (before and after each job, like a request).
-2. Decode the payload and resolve the task to a Task object already loaded in
-   this process (see :mod:`echomq_django.payload`). A row that cannot be run
+2. Decode the payload and resolve the task to a Task object (loaded, or in a
+   module of an installed app; see :mod:`echomq_django.payload`). A row that cannot be run
    (corrupt, unknown task such as ``os.system``, backend not configured here) is
    refused: ``Failure(retry=False)``, so it goes to dead with the reason, never called.
 3. Build the TaskResult from the claimed row (RUNNING, attempts = len(worker_ids)),
@@ -16,15 +16,17 @@ worker keeps going). What it does, in order:
 4. A JSON return value is ``Success``. A raised exception, or a return value with
    no JSON form or over ``MAX_PAYLOAD`` as JSON (the row keeps it for its
    retention), is ``Failure`` with ``{"exception_class_path", "traceback"}``.
+   Whether it is retried is the task's opt-in rule (:mod:`echomq_django.retries`;
+   by default it is not: the task is FAILED at once, as on Django's backends).
    ``task_finished`` is sent when the task is finished: on success, and on the
-   failure that ends it (the last attempt, or a return value that cannot be
-   stored, which is not retried: the task ran to the end and would again). It is sent inside the
-   ``except`` block, as Django's backends do, so the framework's logger records
-   the traceback. A failed attempt that will be retried is logged as a warning.
+   failure that ends it. It is sent inside the ``except`` block, as Django's
+   backends do, so the framework's logger records the traceback. A failed
+   attempt that will be retried is logged as a warning; its result reads READY
+   with the errors so far until the next attempt starts.
 
 ``KeyboardInterrupt`` or ``SystemExit`` raised *by a task* (``sys.exit()`` in
 task code) is a failed attempt like any other exception: recorded, retried
-under the task's policy, never propagated into the worker. Django's
+only under the task's rule, never propagated into the worker. Django's
 ImmediateBackend re-raises KeyboardInterrupt because there the task runs in the
 user's own thread; here tasks run in the worker's threads, and Ctrl-C reaches
 the worker's main thread, whose handler stops claiming and lets running jobs
@@ -58,6 +60,7 @@ from .engine.errors import CorruptRow
 from .engine.jobs import Claimed, Job
 from .engine.worker import Failure, Outcome, Success, failure_from_exception
 from .payload import Payload, PayloadError, rebuild_task, task_result
+from .retries import NO_RETRY, Decision, decide
 
 logger = logging.getLogger("echomq.execution")
 # Built once: json.dumps with any option builds a new encoder per call.
@@ -124,11 +127,10 @@ def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
         )
         value = to_json(task.call(*args, **result.kwargs), conf.get_jobs().max_payload)
     except BaseException as exc:
-        retry = not isinstance(exc, (NonJSONReturnValue, ReturnValueTooLarge))
-        if not retry or job.counted_attempts >= job.max_attempts:
-            result.errors.append(task_error(exc))
-            finish(sender, result, TaskResultStatus.FAILED)  # inside except: exc_info is set
-        else:
+        result.errors.append(task_error(exc))
+        object.__setattr__(result, "status", TaskResultStatus.FAILED)  # what backoff() sees
+        decision = retry_decision(exc, job, result, backend)
+        if decision.retry:
             logger.warning(
                 "Task id=%s path=%s attempt %s failed and will be retried",
                 result.id,
@@ -136,11 +138,37 @@ def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
                 result.attempts,
                 exc_info=True,
             )
-        backoff = backend.options_for(task).retry_backoff_ms  # None: the worker's policy
-        return replace(failure_from_exception(exc), retry=retry, backoff_ms=backoff)
+        else:
+            finish(sender, result, TaskResultStatus.FAILED)  # inside except: exc_info is set
+        return replace(
+            failure_from_exception(exc), retry=decision.retry, backoff_ms=decision.backoff_ms
+        )
     object.__setattr__(result, "_return_value", None if value == "null" else json.loads(value))
     finish(sender, result, TaskResultStatus.SUCCESSFUL)
     return Success(value)
+
+
+def retry_decision(
+    exc: BaseException, job: Job, result: TaskResult, backend: EchoMQBackend
+) -> Decision:
+    """The task's retry rule applied to this failure (see :mod:`echomq_django.retries`).
+
+    The attempt budget is the row's (fixed at enqueue); the backoff and the
+    exception filters are the task's as loaded here. A return value that cannot
+    be stored is never retried: the task ran to the end, and would again.
+    """
+    if isinstance(exc, NonJSONReturnValue | ReturnValueTooLarge):
+        return NO_RETRY
+    task = result.task
+    return decide(
+        exc,
+        result,
+        used=job.counted_attempts,
+        max_attempts=job.max_attempts,
+        backoff=backend.options_for(task).backoff,
+        retry_on=getattr(task, "retry_on", ()),
+        no_retry_on=getattr(task, "no_retry_on", ()),
+    )
 
 
 def to_json(value: Any, limit: int) -> str:

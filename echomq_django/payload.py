@@ -9,10 +9,12 @@ Priority, queue, run_after (its exact ISO text) and every timestamp live in the
 row itself, where the engine keeps them.
 
 A row names its task by module path, and a row is data anyone with write access
-to the server can plant. So a path is resolved only to a ``Task`` object that
-is already loaded in this process (each installed app's ``tasks`` module, plus
-the backend's ``TASK_MODULES``); nothing named by a row is ever imported or
-called. ``os.system`` is not a Task object, so it is refused.
+to the server can plant. So a path is resolved only to a ``Task`` object: one
+already loaded, one in a module inside an installed app (imported then, see
+:mod:`echomq_django.discovery`), or one in each app's ``tasks`` module or the
+backend's ``TASK_MODULES``. A path outside the installed apps is never
+imported, and nothing named by a row is called unless it is a Task: ``os.system``
+is not one, so it is refused.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
 from .compat import InvalidTask, Task, TaskError, TaskResult, TaskResultStatus, normalize_json
+from .discovery import app_module, import_app_module
 from .engine.jobs import Job
 
 VERSION = 1
@@ -249,11 +252,19 @@ def discover_tasks(modules: Iterable[str] = ()) -> None:
 
 
 def resolve_task(path: str, modules: Iterable[str] = ()) -> Task:
-    """The loaded Task object named ``path``; ``UnknownTask`` for anything else."""
+    """The Task object named ``path``; ``UnknownTask`` for anything else.
+
+    Not loaded yet: its module is imported if it lies inside an installed app
+    (see :mod:`echomq_django.discovery`); else the apps' ``tasks`` modules and
+    ``modules`` (settings) are, once.
+    """
     task = loaded_task(path)
     if task is None:
+        module = app_module(path)
         try:
-            discover_tasks(modules)
+            with _discovery_lock:
+                if module is None or not import_app_module(module):
+                    discover_tasks(modules)
         except Exception as exc:
             raise UnknownTask(
                 f"task {path!r} is unknown here, and loading the tasks modules failed: "
@@ -263,7 +274,7 @@ def resolve_task(path: str, modules: Iterable[str] = ()) -> Task:
     if task is None:
         raise UnknownTask(
             f"{path!r} is not a Task object loaded in this process: only functions "
-            "decorated with @task in an installed app's tasks module (or in a module "
+            "decorated with @task in a module of an installed app (or in a module "
             "listed in the backend's TASK_MODULES) are ever run"
         )
     return task

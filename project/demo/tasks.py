@@ -25,13 +25,13 @@ def slow(seconds: float) -> str:
     return f"slept {seconds} s"
 
 
-@task(max_attempts=3, retry_backoff=2)
+@task(max_attempts=3, backoff=2)
 def always_fails(message: str) -> None:
     """Fails on every attempt: retried twice (2 s apart), then dead with three errors."""
     raise RuntimeError(message)
 
 
-@task(takes_context=True, max_attempts=3, retry_backoff=1)
+@task(takes_context=True, max_attempts=3, backoff=1)
 def unreliable(context, chance: float) -> dict:
     """Fails at random; the context says which attempt this is."""
     if random.random() > chance:

@@ -6,11 +6,14 @@ retries without backoff (the suite stays fast). The server URL comes from
 """
 
 from tests.settings import *  # noqa: F403
+from tests.settings import INSTALLED_APPS
+
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.django.taskapp"]  # tasks outside tasks.py
 
 TASKS = {
     "default": {
         "BACKEND": "echomq_django.backends.EchoMQBackend",
         "QUEUES": ["default", "emails", "slow"],
-        "OPTIONS": {"TASK_MODULES": ["tests.django.tasks"], "RETRY_BACKOFF": 0, "LEASE": 5},
+        "OPTIONS": {"TASK_MODULES": ["tests.django.tasks"], "BACKOFF": 0, "LEASE": 5},
     }
 }

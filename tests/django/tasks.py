@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
+from datetime import timedelta
 
+from echomq_django import Retry
 from echomq_django.compat import task
 
 
@@ -52,7 +55,7 @@ def returns_a_set():
     return {1, 2}
 
 
-@task(max_attempts=4, retry_backoff=0.25, lease=0.7, result_ttl=60)
+@task(max_attempts=4, backoff=0.25, lease=0.7, result_ttl=60, timeout=timedelta(seconds=1.5))
 def tuned(fails=False):
     if fails:
         raise ValueError("tuned fails")
@@ -67,3 +70,62 @@ def urgent():
 @task
 def repeat(text, times):
     return text * times
+
+
+class Unlucky(Exception):
+    """A task's own exception class."""
+
+
+@task(max_attempts=3, backoff=0, retry_on=(ConnectionError,), no_retry_on=ConnectionRefusedError)
+def picky(kind):
+    """Retried only on ConnectionError, and never on its subclass ConnectionRefusedError."""
+    raise {"reset": ConnectionResetError, "refused": ConnectionRefusedError, "value": ValueError}[
+        kind
+    ](kind)
+
+
+BACKOFF_CALLS: list[tuple] = []  # what stepped_backoff saw, for the tests (in-process workers)
+
+
+def stepped_backoff(exception, task_result):
+    """0.1 s after the first failure, 0.2 s after the second, then no more retries."""
+    BACKOFF_CALLS.append(
+        (type(exception).__name__, task_result.status, task_result.attempts,
+         [e.exception_class_path for e in task_result.errors])
+    )  # fmt: skip
+    if task_result.attempts >= 3:
+        return None
+    return timedelta(milliseconds=100 * task_result.attempts)
+
+
+@task(max_attempts=5, backoff=stepped_backoff)
+def backs_off():
+    raise Unlucky("still down")
+
+
+@task(takes_context=True, max_attempts=3)
+def asks_to_retry(context, until, delay):
+    """Asks for a retry (after ``delay`` seconds) until attempt ``until``."""
+    if context.attempt < until:
+        raise Retry(delay=delay, reason=f"not ready at attempt {context.attempt}")
+    return context.attempt
+
+
+@task
+def long_traceback(depth):
+    """Fails ``depth`` frames deep: a traceback of thousands of lines."""
+    if depth:
+        return long_traceback.call(depth - 1)
+    raise Unlucky("at the bottom")
+
+
+@task(max_attempts=2, backoff=60)
+def patient():
+    """Fails; retried a minute later."""
+    raise Unlucky("try again in a minute")
+
+
+@task
+def nap(seconds):
+    time.sleep(seconds)
+    return seconds

@@ -75,7 +75,7 @@ def test_failed_task_shows_its_errors(client, jobs):
     from project.demo import tasks
 
     result = tasks.always_fails.enqueue("kaboom")
-    for _ in range(3):  # retry_backoff=2 s: run each retry now instead of waiting
+    for _ in range(3):  # backoff=2 s: run each retry now instead of waiting
         run_worker(jobs)
         if jobs.get("default", result.id).state == "scheduled":
             jobs.run_now("default", result.id)

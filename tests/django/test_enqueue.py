@@ -181,7 +181,10 @@ def test_unknown_options_and_bad_values_are_check_errors_and_refuse_enqueue(sett
         ({"LEASE": -1}, "echomq.E006", "lease"),
         ({"LEASE": float("inf")}, "echomq.E006", "lease"),  # was an OverflowError from __init__
         ({"RESULT_TTL": float("nan")}, "echomq.E006", "result_ttl"),
-        ({"RETRY_BACKOFF": 10**30}, "echomq.E006", "retry_backoff"),  # past any server score
+        ({"BACKOFF": 10**30}, "echomq.E006", "backoff"),  # past any server score
+        ({"BACKOFF": "soon"}, "echomq.E006", "backoff"),
+        ({"TIMEOUT": 0}, "echomq.E006", "timeout must be positive"),
+        ({"TIMEOUT": 8 * 24 * 3600}, "echomq.E006", "timeout_ms"),  # over the engine's 7 days
     ]:
         settings.TASKS = {
             "default": {"BACKEND": "echomq_django.backends.EchoMQBackend", "OPTIONS": options}
@@ -196,13 +199,20 @@ def test_unknown_options_and_bad_values_are_check_errors_and_refuse_enqueue(sett
 def test_per_task_options_reach_the_row(echomq, jobs):
     result = tasks.tuned.enqueue()
     row = jobs.get("default", result.id)
-    assert (row.max_attempts, row.lease_ms, row.result_ttl_ms) == (4, 700, 60_000)
+    assert (row.max_attempts, row.lease_ms, row.result_ttl_ms, row.timeout_ms) == (
+        4, 700, 60_000, 1500
+    )  # fmt: skip
     plain = jobs.get("default", tasks.add.enqueue(1, 2).id)
     assert plain.lease_ms == 5000  # the backend's LEASE
+    assert (plain.max_attempts, plain.timeout_ms) == (1, 0)  # no retry, no time limit by default
     with pytest.raises(InvalidTask, match="max_attempts"):
         EchoMQTask(func=tasks.add.func, max_attempts=0)
     with pytest.raises(InvalidTask, match="lease"):
         EchoMQTask(func=tasks.add.func, lease="soon")
+    with pytest.raises(InvalidTask, match="timeout"):
+        EchoMQTask(func=tasks.add.func, timeout=-1)
+    with pytest.raises(InvalidTask, match="retry_on must be exception classes"):
+        EchoMQTask(func=tasks.add.func, retry_on=[ValueError, "KeyError"])
 
 
 def test_get_result_of_missing_expired_or_ill_formed_ids(echomq):
@@ -463,3 +473,24 @@ def test_job_options_are_parsed_once_per_task_and_the_memo_is_bounded(echomq):
     for i in range(OPTIONS_MEMO_SIZE + 10):  # a new Task per run_after
         backend.options_for(tasks.add.using(run_after=base + timedelta(seconds=i)))
     assert len(backend._options) <= OPTIONS_MEMO_SIZE
+
+
+def test_get_result_reads_every_configured_queue_in_one_round_trip(echomq, monkeypatch):
+    import redis.connection
+
+    in_emails = tasks.fail.enqueue("x")  # queue "emails": not the first of QUEUES
+    in_default = tasks.add.enqueue(1, 2)
+    sends = []
+    original = redis.connection.AbstractConnection.send_packed_command
+
+    def counted(self, command, *args, **kwargs):
+        sends.append(command)
+        return original(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+    assert tasks.fail.get_result(in_emails.id).task.queue_name == "emails"
+    assert len(sends) == 1
+    assert tasks.add.get_result(in_default.id).id == in_default.id
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result("0190a0e4-0000-7000-8000-000000000000")
+    assert len(sends) == 3

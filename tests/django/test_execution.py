@@ -189,7 +189,7 @@ def test_bad_endings_fail_the_task_and_the_worker_carries_on(jobs, work, task, c
 
 
 def test_non_json_return_value_is_not_retried(jobs):
-    result = tasks.returns_a_set.enqueue()  # max_attempts is the backend default (3)
+    result = tasks.returns_a_set.enqueue()  # max_attempts=1: nothing to retry anyway
     claimed = jobs.claim("default", "w1").jobs[0]
     outcome = execute(claimed)
     assert isinstance(outcome, Failure) and outcome.retry is False
@@ -212,11 +212,14 @@ def test_a_return_value_over_the_payload_limit_fails_and_is_not_retried(jobs, mo
 
 
 def test_retry_backoff_per_task_and_per_backend(jobs):
-    tasks.tuned.enqueue(fails=True)  # retry_backoff=0.25
-    tasks.add.enqueue(1, None)  # the backend's RETRY_BACKOFF: 0
-    outcomes = [execute(claimed) for claimed in jobs.claim("default", "w1", count=2).jobs]
+    tasks.tuned.enqueue(fails=True)  # max_attempts=4, backoff=0.25
+    tasks.add.enqueue(1, None)  # no max_attempts: the default, 1 (no retry)
+    tasks.fail.enqueue("x")  # max_attempts=2, the backend's BACKOFF: 0
+    claimed = [*jobs.claim("default", "w1", count=2).jobs, *jobs.claim("emails", "w1").jobs]
+    outcomes = [execute(c) for c in claimed]
     assert [(type(o), o.retry, o.backoff_ms) for o in outcomes] == [
         (Failure, True, 250),
+        (Failure, False, None),
         (Failure, True, 0),
     ]
     assert (

@@ -29,6 +29,7 @@ DYNAMIC_IMPORTS = {"import_module", "import_string"}
 # (module, function) -> where its argument comes from
 ALLOWED_DYNAMIC = {
     ("payload.py", "discover_tasks"): "TASKS[alias]['OPTIONS']['TASK_MODULES'] (settings)",
+    ("discovery.py", "import_app_module"): "a module inside an installed app (app_module)",
 }
 
 

@@ -9,6 +9,6 @@ TASKS = {
     "default": {
         "BACKEND": "echomq_django.backends.EchoMQBackend",
         "QUEUES": ["default", "emails", "slow"],  # the demo app uses "emails"
-        "OPTIONS": {"TASK_MODULES": ["tests.worker.tasks"], "RETRY_BACKOFF": 0},
+        "OPTIONS": {"TASK_MODULES": ["tests.worker.tasks"], "BACKOFF": 0},
     }
 }

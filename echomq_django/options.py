@@ -1,0 +1,143 @@
+"""EchoMQ's task options: the Task subclass that carries them, and their parsing.
+
+Per task (``@task(max_attempts=5, backoff=30, timeout=60, lease=120)``, durations
+in seconds or as timedelta) or backend-wide (``OPTIONS["MAX_ATTEMPTS"]`` ...),
+the task's value winning. Retries are opt-in: ``MAX_ATTEMPTS`` is 1 unless set
+(see :mod:`echomq_django.retries`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from .compat import (
+    DEFAULT_TASK_BACKEND_ALIAS,
+    DEFAULT_TASK_PRIORITY,
+    DEFAULT_TASK_QUEUE_NAME,
+    InvalidTask,
+    Task,
+)
+from .engine.errors import InvalidJobOptions
+from .engine.jobs import NewJob
+from .retries import (
+    Backoff,
+    BackoffFunction,
+    ExceptionTypes,
+    delay_ms,
+    exception_types,
+    parse_backoff,
+)
+
+Duration = int | float | timedelta
+DEFAULT_MAX_ATTEMPTS = 1  # Django's meaning: an exception fails the task; retries are opt-in
+# Options that set the job's row (per task, and backend-wide in upper case).
+JOB_OPTIONS = ("max_attempts", "backoff", "timeout", "lease", "result_ttl", "dead_ttl")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EchoMQTask(Task):
+    """A Task with EchoMQ's per-task options (None: the backend's, then the default)."""
+
+    # Django's fields, with the defaults Django 6.1 and the backport give them (6.0 gives none).
+    priority: int = DEFAULT_TASK_PRIORITY
+    backend: str = DEFAULT_TASK_BACKEND_ALIAS
+    queue_name: str = DEFAULT_TASK_QUEUE_NAME
+    run_after: datetime | None = None
+    max_attempts: int | None = None
+    backoff: Backoff | None = None
+    retry_on: ExceptionTypes = ()  # empty: every exception may be retried
+    no_retry_on: ExceptionTypes = ()
+    timeout: Duration | None = None
+    lease: Duration | None = None
+    result_ttl: Duration | None = None
+    dead_ttl: Duration | None = None
+    enqueue_on_commit: bool | None = None
+    idempotency_key: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("retry_on", "no_retry_on"):  # a class or a list: a tuple (hashable)
+            try:
+                object.__setattr__(self, name, exception_types(getattr(self, name), name))
+            except ValueError as exc:
+                raise InvalidTask(str(exc)) from exc
+        Task.__post_init__(self)  # explicit base: zero-arg super() fails with slots
+
+    def using(
+        self,
+        *,
+        run_after: datetime | timedelta | None = None,
+        idempotency_key: str | None = None,
+        **changes: Any,
+    ) -> EchoMQTask:
+        """Django's ``using()``; ``run_after`` may be a timedelta (from now); plus an
+        idempotency key for this one enqueue."""
+        if isinstance(run_after, timedelta):
+            run_after = timezone.now() + run_after
+        task = Task.using(self, run_after=run_after, **changes)
+        if idempotency_key is not None:
+            task = replace(task, idempotency_key=idempotency_key)
+        return task
+
+
+def duration_ms(value: Duration | None, name: str) -> int | None:
+    """Seconds (or a timedelta) as whole milliseconds; None stays None."""
+    return None if value is None else delay_ms(value, name)
+
+
+def positive_ms(value: Duration | None, name: str) -> int | None:
+    ms = duration_ms(value, name)
+    if ms == 0:
+        raise InvalidJobOptions(f"{name} must be positive")
+    return ms
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """The job options in engine units; None means "not set here"."""
+
+    max_attempts: int | None = None
+    backoff: int | BackoffFunction | None = None  # ms, or a callable
+    timeout_ms: int | None = None
+    lease_ms: int | None = None
+    result_ttl_ms: int | None = None
+    dead_ttl_ms: int | None = None
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any]) -> JobOptions:
+        """From lowercase option names (task fields, or backend OPTIONS lowered)."""
+        return cls(
+            max_attempts=values.get("max_attempts"),
+            backoff=parse_backoff(values.get("backoff")),
+            timeout_ms=positive_ms(values.get("timeout"), "timeout"),
+            lease_ms=positive_ms(values.get("lease"), "lease"),
+            result_ttl_ms=duration_ms(values.get("result_ttl"), "result_ttl"),
+            dead_ttl_ms=duration_ms(values.get("dead_ttl"), "dead_ttl"),
+        ).checked()
+
+    def over(self, defaults: JobOptions) -> JobOptions:
+        """These options, falling back to ``defaults`` for the ones not set."""
+        mine = {f.name: getattr(self, f.name) for f in fields(self)}
+        return JobOptions(
+            **{name: getattr(defaults, name) if v is None else v for name, v in mine.items()}
+        )
+
+    def new_job_fields(self) -> dict[str, int]:
+        """The NewJob keyword arguments these options set (unset ones keep the engine's)."""
+        values = {
+            "max_attempts": self.max_attempts,
+            "timeout_ms": self.timeout_ms,
+            "lease_ms": self.lease_ms,
+            "result_ttl_ms": self.result_ttl_ms,
+            "dead_ttl_ms": self.dead_ttl_ms,
+        }
+        return {name: value for name, value in values.items() if value is not None}
+
+    def checked(self) -> JobOptions:
+        """Raise the engine's typed error for a value out of range (nothing is sent)."""
+        NewJob(payload="", **self.new_job_fields()).validate()
+        return self

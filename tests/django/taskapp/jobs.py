@@ -1,0 +1,53 @@
+"""Tasks in an app module that is not ``tasks.py``."""
+
+from __future__ import annotations
+
+from echomq_django.compat import task
+
+
+class Unlucky(Exception):
+    pass
+
+
+@task
+def add(a, b):
+    return a + b
+
+
+@task
+def echo(*args, **kwargs):
+    return {"args": list(args), "kwargs": kwargs}
+
+
+@task
+def fails(message):
+    raise ValueError(message)
+
+
+@task
+def unlucky(message):
+    raise Unlucky(message)
+
+
+@task
+def exits(code):
+    raise SystemExit(code)
+
+
+@task(takes_context=True)
+def with_context(context, value):
+    return {"attempt": context.attempt, "id": context.task_result.id, "value": value}
+
+
+@task(max_attempts=3, backoff=0, timeout=30, lease=10)
+def tuned(x):
+    """EchoMQ options: on Django's own backends they are ignored (with a warning)."""
+    return x * 2
+
+
+@task
+def deep(depth):
+    """Fails ``depth`` frames down: a traceback of thousands of lines."""
+    if depth:
+        return deep.call(depth - 1)
+    raise Unlucky("at the bottom")

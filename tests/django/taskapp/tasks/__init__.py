@@ -1,0 +1,1 @@
+"""A ``tasks`` package: its modules are found by path, not by autodiscovery."""
