@@ -74,6 +74,8 @@ class Relay:
         # Called with the sent ids after the send and before the delete: the crash
         # window that the job id makes harmless (tests kill a relay there).
         self.after_send: Callable[[list[str]], None] = lambda ids: None
+        self.relayed = 0  # rows sent and deleted by this relay
+        self.resent = 0  # of them, jobs the server had already (a relay died before its delete)
         self._stopping = threading.Event()
 
     @property
@@ -135,6 +137,7 @@ class Relay:
         self.after_send(sent)
         if sent:
             self.rows(sent).delete()
+            self.relayed += len(sent)
         for row in rows:
             if row.id in refused:
                 self.hold_back(row, refused[row.id])
@@ -167,7 +170,7 @@ class Relay:
                     try:
                         self.jobs.enqueue(queue, job)
                     except JobExists:
-                        pass
+                        self.resent += 1
                     except TRANSIENT:
                         raise
                     except EchoMQError as exc:
