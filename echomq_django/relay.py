@@ -127,7 +127,7 @@ class Relay:
         self.rows(ids).filter(available_at__lte=now).update(
             lease=token, available_at=now + timedelta(seconds=self.lease_s)
         )
-        return list(self.rows(ids).filter(lease=token))
+        return list(self.rows(ids).filter(lease=token).order_by("id"))  # the enqueue order
 
     def finish(self, rows: Sequence[OutboxJob]) -> None:
         """Send ``rows``, then delete the sent ones and hold back the refused ones."""
