@@ -192,6 +192,30 @@ def test_a_row_the_server_refuses_is_kept_with_its_error_and_the_others_go(echom
     assert outbox.backlog().refused == 1
 
 
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"options": "not json {"}, "cannot be a job"),
+        ({"options": "[1, 2]"}, "not a JSON object"),
+        ({"options": '{"colour": "red"}'}, "colour"),
+        ({"payload": "x" * 600_000}, "over the limit"),
+        ({"queue": "no spaces allowed"}, "cannot be a job"),
+    ],
+    ids=["not-json", "not-an-object", "unknown-field", "huge-payload", "bad-queue"],
+)
+def test_a_planted_bad_row_is_kept_refused_and_blocks_nothing(echomq, jobs, change, error):
+    """A row is data anyone with write access to the database can plant."""
+    with transaction.atomic():
+        good = tasks.add.enqueue(1, 1)
+        bad = tasks.add.enqueue(2, 2)
+    OutboxJob.objects.filter(pk=bad.id).update(**change)
+    assert Relay(jobs).step() == 2
+    assert jobs.get("default", good.id) is not None and jobs.get("default", bad.id) is None
+    row = OutboxJob.objects.get()
+    assert (row.id, row.attempts) == (bad.id, 1) and error in row.last_error
+    assert jobs.stats("default").counts["pending"] == 1
+
+
 def test_idempotency_key_held_on_the_server_stores_nothing_new(echomq, jobs):
     first = tasks.add.using(idempotency_key="order-9").enqueue(1, 1)  # sent at once
     with transaction.atomic():
