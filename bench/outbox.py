@@ -14,7 +14,9 @@ database it prints:
 * relay throughput: ``--rows`` committed rows drained by one relay (batches of
   500, one bulk enqueue each), jobs/s;
 * relay latency: a relay running with its default 0.1 s poll; a job committed at a
-  random moment -> its row is on the server (p50/p99).
+  random moment -> its row is on the server (p50/p99);
+* with ``--backlog`` rows waiting (default 1,000,000): the relay's batch query and
+  the backlog read (what the admin, metrics and ``echomq stats`` pay).
 
 Nothing is asserted: the numbers are for people (see bench/RESULTS.md).
 """
@@ -145,12 +147,74 @@ def measure(kind: str, args: argparse.Namespace) -> None:
     )
 
 
+# Rows that only the relay's query reads (their ids are UUIDv7-shaped, sorting by i).
+FILL_SQL = {
+    "sqlite": """
+        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < %s)
+        INSERT INTO echomq_outbox
+            (id, queue, backend, payload, options, created_at, available_at, lease, attempts,
+             last_error)
+        SELECT printf('%%08x-0000-7000-8000-%%012x', i, i), 'default', 'default', '[]', '{}',
+               %s, %s, '', 0, '' FROM n""",
+    "postgresql": """
+        INSERT INTO echomq_outbox
+            (id, queue, backend, payload, options, created_at, available_at, lease, attempts,
+             last_error)
+        SELECT lpad(to_hex(i), 8, '0') || '-0000-7000-8000-' || lpad(to_hex(i), 12, '0'),
+               'default', 'default', '[]', '{}', %s, %s, '', 0, '' FROM generate_series(1, %s) i""",
+}
+
+
+def backlog_queries(kind: str, rows: int) -> None:
+    """The relay's batch query and the backlog read with ``rows`` rows waiting."""
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    from echomq_django import conf, outbox
+    from echomq_django.relay import Relay
+
+    now = timezone.now()
+    stamp = connection.ops.adapt_datetimefield_value(now)
+    params = (rows, stamp, stamp) if kind == "sqlite" else (stamp, stamp, rows)
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM echomq_outbox")
+        cursor.execute(FILL_SQL[kind], params)
+        cursor.execute("ANALYZE echomq_outbox" if kind == "postgresql" else "ANALYZE")
+    relay = Relay(conf.get_jobs())
+    batch, reads = [], []
+    for _ in range(20):
+        started = time.perf_counter()
+        with transaction.atomic():
+            taken = relay.due_rows()
+            if relay.locks_rows:
+                taken = taken.select_for_update(skip_locked=True)
+            assert len(list(taken[: relay.batch])) == relay.batch
+        batch.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        outbox.backlog()
+        reads.append(time.perf_counter() - started)
+    print(
+        f"{kind}: with {rows:,} rows waiting: the relay's batch query (500 rows"
+        f"{', FOR UPDATE SKIP LOCKED' if relay.locks_rows else ''}) p50 "
+        f"{statistics.median(batch) * 1e3:.1f} ms; the backlog read (bounded COUNT + "
+        f"oldest) p50 {statistics.median(reads) * 1e3:.0f} ms"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM echomq_outbox")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", default="sqlite,postgresql", help="sqlite, postgresql or both")
     parser.add_argument("--enqueues", type=int, default=2000)
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--samples", type=int, default=50)
+    parser.add_argument(
+        "--backlog",
+        type=int,
+        default=1_000_000,
+        help="rows left waiting for the query timings (0: skip them)",
+    )
     args = parser.parse_args()
     kinds = [k.strip() for k in args.db.split(",") if k.strip()]
     if len(kinds) > 1:  # one process per database: each is that process's "default"
@@ -190,6 +254,8 @@ def main() -> None:
             f"load {os.getloadavg()[0]:.1f}"
         )
         measure(kind, args)
+        if args.backlog:
+            backlog_queries(kind, args.backlog)
     finally:
         server.stop()
         if admin is not None:

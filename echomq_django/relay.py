@@ -28,11 +28,12 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 
 from django.db import Error as DatabaseError
 from django.db import connections, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from . import outbox
@@ -103,14 +104,15 @@ class Relay:
             raise
         return len(rows)
 
-    def due_rows(self):  # -> QuerySet[OutboxJob]
+    def due_rows(self) -> QuerySet[OutboxJob]:
+        """Rows a relay may take now, in the order of the index (available_at, id)."""
         return (
             OutboxJob.objects.using(self.using)
             .filter(available_at__lte=timezone.now())
             .order_by("available_at", "id")
         )
 
-    def rows(self, ids):  # -> QuerySet[OutboxJob]
+    def rows(self, ids: Iterable[str]) -> QuerySet[OutboxJob]:
         return OutboxJob.objects.using(self.using).filter(pk__in=list(ids))
 
     def lease(self) -> list[OutboxJob]:
