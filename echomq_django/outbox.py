@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
 from django.core.signals import setting_changed
@@ -35,7 +35,9 @@ from django.utils import timezone
 from . import conf
 from .compat import Task, TaskResult, task_backends, task_enqueued
 from .engine.jobs import Job, NewJob
-from .models import OutboxJob
+
+if TYPE_CHECKING:
+    from .models import OutboxJob
 
 OUTBOX = "outbox"
 # The values ENQUEUE_ON_COMMIT (and a task's enqueue_on_commit) may take.
@@ -51,9 +53,17 @@ def commit_mode(value: object) -> bool | str:
     return OUTBOX if value == OUTBOX else bool(value)
 
 
+def model() -> type[OutboxJob]:
+    """The outbox model, imported on first use: ``backends.py`` imports this module, and
+    processes without the app registry (the engine's own workers) import ``backends.py``."""
+    from .models import OutboxJob
+
+    return OutboxJob
+
+
 def database() -> str:
     """The alias of the database that holds the outbox (the router's choice)."""
-    return router.db_for_write(OutboxJob)
+    return router.db_for_write(model())
 
 
 def in_transaction() -> bool:
@@ -66,7 +76,7 @@ def in_transaction() -> bool:
 
 def to_row(queue: str, backend: str, job: NewJob) -> OutboxJob:
     options = {name: getattr(job, name) for name in OPTION_FIELDS}
-    return OutboxJob(
+    return model()(
         id=job.id, queue=queue, backend=backend, payload=job.payload, options=json.dumps(options)
     )
 
@@ -93,7 +103,7 @@ def write(sender: type, prepared: Sequence[tuple[NewJob, TaskResult]]) -> list[T
         job.validate(max_payload)
         rows.append(to_row(result.task.queue_name, result.backend, job))
     using = database()
-    OutboxJob.objects.using(using).bulk_create(rows)
+    model().objects.using(using).bulk_create(rows)
     results = [result for _, result in prepared]
     transaction.on_commit(functools.partial(_announce, sender, results), using=using)
     return results
@@ -113,7 +123,7 @@ def waiting_job(job_id: str, backend: str) -> Job | None:
     None when it is not there (never written, rolled back, or already relayed). The
     backend asks only when ``enabled()``: a worker process need not have a database.
     """
-    row = OutboxJob.objects.using(database()).filter(pk=job_id, backend=backend).first()
+    row = model().objects.using(database()).filter(pk=job_id, backend=backend).first()
     if row is None:
         return None
     job = to_new_job(row)
@@ -170,7 +180,7 @@ class Backlog:
 
 def backlog(now: datetime | None = None) -> Backlog:
     """The outbox's backlog: a bounded count and the oldest row (first by its UUIDv7 id)."""
-    rows = OutboxJob.objects.using(database())
+    rows = model().objects.using(database())
     jobs = rows.order_by()[:COUNT_CAP].count()
     if not jobs:
         return Backlog(0, None, 0)

@@ -3,8 +3,13 @@ database (SQLite), the relay run step by step against the suite's real server.""
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group
@@ -24,6 +29,7 @@ from tests.django import tasks as django_tasks
 from tests.outbox import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real commits
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def keys(client) -> list[bytes]:
@@ -268,8 +274,6 @@ def test_the_backlog_is_shown_by_the_admin_metrics_and_stats(echomq, jobs, admin
     assert "echomq_outbox_jobs 3\n" in text
     age = next(line for line in text.splitlines() if line.startswith("echomq_outbox_oldest"))
     assert 90 <= float(age.split()[1]) < 120
-    import io
-
     out = io.StringIO()
     call_command("echomq", "stats", stdout=out)
     assert "outbox: 3 job(s) waiting for the relay, the oldest for" in out.getvalue()
@@ -295,3 +299,19 @@ def test_the_relay_query_uses_the_index(echomq):
         cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
         plan = " ".join(str(row[-1]) for row in cursor.fetchall())
     assert "echomq_outbox_available" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_the_backend_imports_without_the_app_registry():
+    """The engine's own processes import backends.py (through echomq_django.management)
+    with no settings at all: the outbox model must not be imported with it."""
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    proc = subprocess.run(
+        [sys.executable, "-c", "import echomq_django.backends, echomq_django.management"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
