@@ -123,3 +123,10 @@ def test_a_view_enqueueing_inside_atomic_reaches_a_real_worker(child, server_job
         assert proc.wait(DEADLINE_S) == 0, child.logs()
     assert "outbox relay on database 'default'" in child.logs()
     conf.reset()
+
+
+def test_runreaper_once_drains_what_is_due(child, server_jobs, tmp_path):
+    child.run("tests.outbox.proc", "seed", "3", str(tmp_path / "ids"))
+    child.run("django", "runreaper", "--once")
+    assert sorted(stored_ids(server_jobs)) == sorted((tmp_path / "ids").read_text().split())
+    assert child.db.outbox() == 0
