@@ -28,7 +28,7 @@ from django.urls import URLPattern, path, register_converter, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.text import capfirst
 
-from . import admin_chart, conf
+from . import admin_chart, conf, outbox
 from .engine.errors import (
     CorruptRow,
     EchoMQError,
@@ -469,6 +469,7 @@ class EchoMQAdmin:
             totals=list(zip(STATES, totals)),
             chart=admin_chart.throughput_chart(admin_chart.merge(series)),
             workers=sorted(workers, key=lambda w: (w.host, w.pid, w.id)),
+            outbox=outbox.backlog() if outbox.enabled() else None,
         )
         return render(request, "admin/echomq/dashboard.html", context)
 

@@ -13,7 +13,8 @@
                 "LEASE": 30,                        # seconds a claim holds a job (None: the worker's)
                 "RESULT_TTL": 86400,                # seconds a finished job's result is kept
                 "DEAD_TTL": 604800,                 # seconds a failed job is kept
-                "ENQUEUE_ON_COMMIT": False,         # inside atomic(): send on commit, never on rollback
+                "ENQUEUE_ON_COMMIT": False,         # inside atomic(): send on commit, never on rollback;
+                                                    # "outbox": write it in the transaction (outbox.py)
                 "TASK_MODULES": [],                 # task modules outside the installed apps
             },
         }
@@ -44,7 +45,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
-from . import conf
+from . import conf, outbox
 from .compat import (
     BaseTaskBackend,
     InvalidTask,
@@ -90,7 +91,7 @@ class EchoMQBackend(BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        self.enqueue_on_commit = bool(self.options.get("ENQUEUE_ON_COMMIT", False))
+        self.enqueue_on_commit = outbox.commit_mode(self.options.get("ENQUEUE_ON_COMMIT", False))
         self.task_modules: tuple[str, ...] = tuple(self.options.get("TASK_MODULES", ()))
         # A bad TASKS entry must not crash imports of tasks modules or `manage.py
         # check` itself: the problems are reported by check() and raised on enqueue.
@@ -198,9 +199,9 @@ class EchoMQBackend(BaseTaskBackend):
         mine = JobOptions.parse({name: getattr(task, name, None) for name in JOB_OPTIONS})
         return mine.over(self.job_options)
 
-    def sends_on_commit(self, task: Task) -> bool:
+    def sends_on_commit(self, task: Task) -> bool | str:
         choice = getattr(task, "enqueue_on_commit", None)
-        return self.enqueue_on_commit if choice is None else bool(choice)
+        return self.enqueue_on_commit if choice is None else outbox.commit_mode(choice)
 
     # -- enqueue --------------------------------------------------------------------
 
@@ -221,7 +222,10 @@ class EchoMQBackend(BaseTaskBackend):
         self.ensure_configured()
         self.validate_task(task)
         prepared = [self.prepare(task, args, kwargs) for args, kwargs in arguments]
-        if self.sends_on_commit(task):
+        mode = self.sends_on_commit(task)
+        if mode == outbox.OUTBOX and outbox.in_transaction():
+            return outbox.write(type(self), prepared)  # in the caller's transaction
+        if mode:
             # A job sent later is checked now: a bad one fails this call, not the commit.
             # (Sent now, the engine checks every job before it sends any.)
             max_payload = conf.get_jobs().max_payload
@@ -314,6 +318,16 @@ class EchoMQBackend(BaseTaskBackend):
             validate_job_id(result_id)
         except InvalidJobId as exc:
             raise TaskResultDoesNotExist(result_id) from exc
+        job = self.find(result_id)
+        if job is None and outbox.enabled():
+            # Outbox, then the server again: a job relayed in between is found there.
+            job = outbox.waiting_job(result_id, self.alias) or self.find(result_id)
+        if job is None:
+            raise TaskResultDoesNotExist(result_id)
+        return self.to_result(job)
+
+    def find(self, result_id: str) -> Job | None:
+        """The row of ``result_id`` in whichever of our queues holds it (one round trip)."""
         queues = list(self.result_queues())
         client = conf.get_jobs().connector.client
         pipe = client.pipeline(transaction=False)
@@ -325,8 +339,8 @@ class EchoMQBackend(BaseTaskBackend):
             raise translate_error(exc) from exc
         for queue, row in zip(queues, rows):
             if row:
-                return self.to_result(Job.from_row(queue, row))
-        raise TaskResultDoesNotExist(result_id)
+                return Job.from_row(queue, row)
+        return None
 
     def read(self, queue: str, result_id: str) -> TaskResult:
         job = conf.get_jobs().get(queue, result_id)

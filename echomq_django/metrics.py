@@ -27,6 +27,9 @@ Families (all labelled by ``queue`` unless said otherwise)::
     echomq_queue_workers{queue}        gauge    live workers that consume the queue
     echomq_worker_slots                gauge    sum of the live workers' concurrency (no label)
     echomq_worker_running_jobs         gauge    jobs the live workers are running (no label)
+    echomq_outbox_jobs                 gauge    jobs committed to the outbox, not yet relayed (no label;
+                                                only when a task uses ENQUEUE_ON_COMMIT "outbox")
+    echomq_outbox_oldest_age_seconds   gauge    how long the oldest of them has waited (0: none)
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import redis
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
-from . import conf
+from . import conf, outbox
 from .engine.errors import EchoMQError
 from .engine.jobs import Jobs, QueueStats
 from .engine.keyspace import STATES, validate_queue_name
@@ -161,7 +164,29 @@ def exposition(jobs: Jobs) -> str:
     families = queue_families(queue_stats(jobs, queues))
     workers = list_workers(jobs.connector)
     families += worker_families(workers, {q for w in workers for q in w.queues} | set(queues))
+    families += outbox_families()
     return "".join(f.render() for f in families)
+
+
+def outbox_families() -> list[Family]:
+    """The outbox backlog (one bounded COUNT and one index read), when a task uses it."""
+    if not outbox.enabled():
+        return []
+    backlog = outbox.backlog()
+    return [
+        Family(
+            "echomq_outbox_jobs",
+            "gauge",
+            "Jobs committed to the outbox, not yet relayed to the server.",
+            [({}, backlog.jobs)],
+        ),
+        Family(
+            "echomq_outbox_oldest_age_seconds",
+            "gauge",
+            "How long the oldest job in the outbox has waited.",
+            [({}, round(backlog.oldest_age_s or 0.0, 3))],
+        ),
+    ]
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The admin's permission anchor: an unmanaged model with no table.
+"""The admin's permission anchor (``Queue``, no table) and the enqueue outbox (``OutboxJob``).
 
 Queues live on Redis/Valkey, not in the database. ``Queue`` exists so that the
 admin lists "EchoMQ" on its index and so that access can be granted the normal
@@ -12,6 +12,7 @@ Django way (groups, users, ``has_perm``):
 from __future__ import annotations
 
 from django.db import models
+from django.utils import timezone
 
 
 class Queue(models.Model):
@@ -22,3 +23,38 @@ class Queue(models.Model):
         default_permissions = ("view", "change", "delete")
         verbose_name = "queue"
         verbose_name_plural = "queues"
+
+
+class OutboxJob(models.Model):
+    """A job written in the caller's transaction, waiting for the relay to send it.
+
+    ``ENQUEUE_ON_COMMIT = "outbox"``: inside ``atomic()`` an enqueue is one INSERT here,
+    so the job commits (or rolls back) with the caller's own rows; the relay
+    (``echomq_django.relay``) sends committed rows with the engine's enqueue script and
+    deletes them. The row keeps everything the engine's ``NewJob`` needs: the job id
+    (re-sending it is refused as "exists", which makes a relay crash harmless), the
+    payload, and the other fields as JSON (``options``).
+    """
+
+    id = models.CharField(primary_key=True, max_length=36)  # the job id (UUIDv7: time-ordered)
+    queue = models.CharField(max_length=100)
+    backend = models.CharField(max_length=100)  # the TASKS alias, for get_result
+    payload = models.TextField()
+    options = models.TextField()  # NewJob's fields besides id and payload, as a JSON object
+    created_at = models.DateTimeField(default=timezone.now)
+    # When a relay may take the row: the commit for a new row; a lease (SQLite) or a
+    # back-off after a refusal pushes it later.
+    available_at = models.DateTimeField(default=timezone.now)
+    lease = models.CharField(max_length=32, blank=True, default="")  # the leasing relay's token
+    attempts = models.PositiveIntegerField(default=0)  # sends the server refused
+    last_error = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "echomq_outbox"
+        verbose_name = "outbox job"
+        # The relay's one query: the first N rows by (available_at, id) up to now, an
+        # index range scan however many rows wait. The oldest row is the first by id.
+        indexes = [models.Index(fields=["available_at", "id"], name="echomq_outbox_available")]
+
+    def __str__(self) -> str:
+        return f"{self.queue}/{self.id}"

@@ -56,7 +56,7 @@ class EchoMQTask(Task):
     lease: Duration | None = None
     result_ttl: Duration | None = None
     dead_ttl: Duration | None = None
-    enqueue_on_commit: bool | None = None
+    enqueue_on_commit: bool | str | None = None  # True, False or "outbox"
     idempotency_key: str | None = None
 
     def __post_init__(self) -> None:

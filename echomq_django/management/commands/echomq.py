@@ -35,7 +35,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from echomq_django import conf
+from echomq_django import conf, outbox
 from echomq_django.checks import primaries
 from echomq_django.engine import script
 from echomq_django.engine.errors import EchoMQError, ServerUnavailable
@@ -139,12 +139,16 @@ class Command(BaseCommand):
         def snapshot() -> list[QueueStats]:  # known queues are read again on every refresh
             return queue_stats(jobs, list(queues) or known_queues(jobs))
 
+        def view() -> Group:  # the queues, then the outbox backlog when a task uses one
+            backlog = [outbox.backlog().describe()] if outbox.enabled() else []
+            return Group(stats_view(snapshot(), watch), *backlog)
+
         if as_json:
             self.emit_json([dataclasses.asdict(s) for s in snapshot()])
         elif watch:
-            self.watch(lambda: stats_view(snapshot(), watch), watch)
+            self.watch(view, watch)
         else:
-            self.console.print(stats_view(snapshot()))
+            self.console.print(view())
 
     def watch(self, render: Callable[[], RenderableType], every: float) -> None:
         """Redraw until Ctrl-C; off a terminal, print one snapshot per tick instead."""

@@ -24,6 +24,7 @@ from echomq_django.management import (
     server_version,
     setup_logging,
 )
+from echomq_django.relay import relay_for
 
 logger = logging.getLogger("echomq.runreaper")
 
@@ -78,13 +79,17 @@ class Command(BaseCommand):
             interval_s=options["interval"],
             crash_budget=options["crash_budget"],
         )
+        relay = relay_for(jobs)  # the outbox relay, when a task enqueues through the outbox
         if options["once"]:
             try:
                 reaper.run(once=True)
+                if relay:
+                    relay.drain()
             except ServerUnavailable as exc:
                 raise CommandError(f"the server is unreachable: {exc}") from exc
             return
-        on_stop_signals(reaper.stop, logger)  # first: a signal during start-up stops cleanly
+        # First: a signal during start-up stops cleanly.
+        on_stop_signals(lambda: (reaper.stop(), relay and relay.stop()), logger)
         logger.info(
             "reaper on %s (%s): %s, every %gs",
             jobs.connector.safe_url,
@@ -93,4 +98,7 @@ class Command(BaseCommand):
             reaper.interval_s,
         )
         log_server_warnings(jobs.connector, logger)
+        relaying = relay.start() if relay else None
         reaper.run()
+        if relaying:
+            relaying.join()

@@ -1,0 +1,246 @@
+"""The enqueue outbox: a job that commits (or rolls back) with the caller's own rows.
+
+``OPTIONS["ENQUEUE_ON_COMMIT"] = "outbox"`` (or ``@task(enqueue_on_commit="outbox")``):
+inside ``atomic()`` an enqueue writes the prepared job, id and every option, to the
+``echomq_outbox`` table through the ORM, in the caller's transaction. A rollback
+leaves nothing anywhere; a commit makes the job durable even when the queue server
+is down, or the process dies one instruction later. The relay
+(``echomq_django.relay``, run by ``runreaper``) then sends committed rows with the
+engine's enqueue script and deletes them. Outside a transaction the job is sent at
+once, as with ``ENQUEUE_ON_COMMIT = True``.
+
+This module is the model side: the write, the lookups of a job still waiting
+(``get_result`` answers READY), and the backlog the admin, Prometheus and
+``echomq stats`` show. The outbox lives in the database the router picks for
+``OutboxJob`` ("default" unless routed): the enqueue is transactional with that
+database's transaction.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from django.apps import apps
+from django.core.signals import setting_changed
+from django.db import router, transaction
+from django.dispatch import receiver
+from django.utils import timezone
+
+from . import conf
+from .compat import Task, TaskResult, task_backends, task_enqueued
+from .engine.jobs import Job, NewJob
+
+if TYPE_CHECKING:
+    from .models import OutboxJob
+
+OUTBOX = "outbox"
+# The values ENQUEUE_ON_COMMIT (and a task's enqueue_on_commit) may take.
+COMMIT_MODES = (False, True, OUTBOX)
+# The backlog is counted up to this many rows (a bounded COUNT): past it, "at least".
+COUNT_CAP = 1_000_000
+# NewJob's fields kept in OutboxJob.options (id and payload have their own columns).
+OPTION_FIELDS = tuple(f.name for f in fields(NewJob) if f.name not in ("id", "payload"))
+
+
+def commit_mode(value: object) -> bool | str:
+    """An ENQUEUE_ON_COMMIT value as the backend uses it: ``"outbox"``, or on/off."""
+    return OUTBOX if value == OUTBOX else bool(value)
+
+
+def model() -> type[OutboxJob]:
+    """The outbox model, imported on first use: ``backends.py`` imports this module, and
+    processes without the app registry (the engine's own workers) import ``backends.py``."""
+    from .models import OutboxJob
+
+    return OutboxJob
+
+
+def database() -> str:
+    """The alias of the database that holds the outbox (the router's choice)."""
+    return router.db_for_write(model())
+
+
+def in_transaction() -> bool:
+    """True inside ``atomic()`` on the outbox's database: an enqueue goes to the outbox."""
+    return transaction.get_connection(database()).in_atomic_block
+
+
+# -- the write ----------------------------------------------------------------------------
+
+
+def to_row(queue: str, backend: str, job: NewJob) -> OutboxJob:
+    options = {name: getattr(job, name) for name in OPTION_FIELDS}
+    return model()(
+        id=job.id, queue=queue, backend=backend, payload=job.payload, options=json.dumps(options)
+    )
+
+
+def to_new_job(row: OutboxJob) -> NewJob:
+    """The job as it was prepared; ``ValueError``/``TypeError`` for a row that cannot be one."""
+    options = json.loads(row.options)
+    if not isinstance(options, dict):
+        raise ValueError("the row's options are not a JSON object")
+    return NewJob(id=row.id, payload=row.payload, **options)
+
+
+def write(sender: type, prepared: Sequence[tuple[NewJob, TaskResult]]) -> list[TaskResult]:
+    """Store the prepared jobs in the outbox, in the current transaction (one INSERT).
+
+    Each job is validated first, as the engine would at enqueue: a bad one fails this
+    call and writes nothing. ``task_enqueued`` fires for each job when the transaction
+    commits (the job is then durable); ``enqueued_at`` stays None until the relay has
+    sent it (``get_result`` then shows the server's).
+    """
+    max_payload = conf.get_jobs().max_payload
+    rows = []
+    for job, result in prepared:
+        job.validate(max_payload)
+        rows.append(to_row(result.task.queue_name, result.backend, job))
+    using = database()
+    model().objects.using(using).bulk_create(rows)
+    results = [result for _, result in prepared]
+    transaction.on_commit(functools.partial(_announce, sender, results), using=using)
+    return results
+
+
+def _announce(sender: type, results: Iterable[TaskResult]) -> None:
+    for result in results:
+        task_enqueued.send(sender, task_result=result)
+
+
+# -- reads ----------------------------------------------------------------------------------
+
+
+def waiting_job(job_id: str, backend: str) -> Job | None:
+    """The job ``job_id`` of ``backend`` as a pending row, while it waits in the outbox.
+
+    None when it is not there (never written, rolled back, or already relayed). The
+    backend asks only when ``enabled()``: a worker process need not have a database.
+    """
+    row = model().objects.using(database()).filter(pk=job_id, backend=backend).first()
+    if row is None:
+        return None
+    job = to_new_job(row)
+    return Job(
+        queue=row.queue,
+        id=job.id,
+        state="pending",  # READY, as it will be on the server (scheduled is READY too)
+        payload=job.payload,
+        task=job.task,
+        priority=job.priority,
+        attempts=0,
+        refunds=0,
+        max_attempts=job.max_attempts,
+        lease_ms=job.lease_ms,
+        enqueued_at=None,
+        started_at=None,
+        last_attempted_at=None,
+        finished_at=None,
+        due_ms=job.due_ms or None,
+        lease_deadline=None,
+        run_after=job.run_after,
+        worker="",
+        worker_ids=(),
+        errors="",
+        last_error="",
+        result=None,
+        result_ttl_ms=job.result_ttl_ms,
+        idempotency_key="",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """Rows waiting for the relay, and how long the oldest has waited."""
+
+    jobs: int  # at most COUNT_CAP (then ``capped``)
+    oldest_age_s: float | None  # None when empty
+    refused: int  # rows the server refused at least once (see their last_error)
+
+    @property
+    def capped(self) -> bool:
+        return self.jobs >= COUNT_CAP
+
+    def describe(self) -> str:
+        if not self.jobs:
+            return "outbox: empty"
+        text = f"outbox: {self.jobs}{'+' if self.capped else ''} job(s) waiting for the relay"
+        if self.oldest_age_s is not None:
+            text += f", the oldest for {self.oldest_age_s:.1f}s"
+        if self.refused:
+            text += f"; {self.refused} refused by the server (see their last_error)"
+        return text
+
+
+def backlog(now: datetime | None = None) -> Backlog:
+    """The outbox's backlog: a bounded count and the oldest row (first by its UUIDv7 id)."""
+    rows = model().objects.using(database())
+    jobs = rows.order_by()[:COUNT_CAP].count()
+    if not jobs:
+        return Backlog(0, None, 0)
+    oldest = rows.order_by("id").values_list("created_at", flat=True).first()
+    age = None if oldest is None else ((now or timezone.now()) - oldest).total_seconds()
+    refused = rows.filter(attempts__gt=0).order_by()[:COUNT_CAP].count()
+    return Backlog(jobs, max(0.0, age) if age is not None else None, refused)
+
+
+# -- is the outbox in use? --------------------------------------------------------------
+
+
+@functools.cache
+def enabled() -> bool:
+    """True when a backend's ENQUEUE_ON_COMMIT, or a loaded task's, is ``"outbox"``.
+
+    What decides whether ``runreaper`` relays, ``get_result`` looks in the outbox,
+    the system check wants the table, and the admin shows the backlog. Recomputed
+    when TASKS or INSTALLED_APPS change.
+    """
+    from .backends import EchoMQBackend  # the backend imports this module
+
+    backends = [b for b in task_backends.all() if isinstance(b, EchoMQBackend)]
+    if any(b.enqueue_on_commit == OUTBOX for b in backends):
+        return True
+    return any(
+        getattr(task, "enqueue_on_commit", None) == OUTBOX
+        for task in loaded_tasks(m for b in backends for m in b.task_modules)
+    )
+
+
+def loaded_tasks(modules: Iterable[str]) -> list[Task]:
+    """The Task objects of every app's ``tasks`` module and of ``modules`` (imported once)."""
+    from .payload import discover_tasks
+
+    modules = tuple(modules)
+    discover_tasks(modules)
+    names = [f"{app.name}.tasks" for app in apps.get_app_configs()] + list(modules)
+    found: list[Task] = []
+    for name in dict.fromkeys(names):
+        module = sys.modules.get(name)
+        if module is not None:
+            found += [v for v in vars(module).values() if isinstance(v, Task)]
+    return found
+
+
+@receiver(setting_changed)
+def _settings_changed(setting: str, **kwargs: Any) -> None:
+    if setting in ("TASKS", "INSTALLED_APPS", "DATABASES"):
+        enabled.cache_clear()
+
+
+__all__ = [
+    "COMMIT_MODES",
+    "OUTBOX",
+    "Backlog",
+    "backlog",
+    "commit_mode",
+    "enabled",
+    "in_transaction",
+    "waiting_job",
+    "write",
+]

@@ -1,0 +1,25 @@
+"""Settings of the outbox tests' child processes (relays, runreaper, runworker, the view).
+
+The database is a real one the test made: ``ECHOMQ_TEST_DB`` is a URL
+(``sqlite:////tmp/.../outbox.sqlite3`` or ``postgresql://postgres@127.0.0.1:5432/<name>``).
+"""
+
+import os
+
+import environ
+
+from tests.settings import *  # noqa: F403
+
+DATABASES = {"default": environ.Env.db_url_config(os.environ["ECHOMQ_TEST_DB"])}
+ROOT_URLCONF = "tests.outbox.urls"
+TASKS = {
+    "default": {
+        "BACKEND": "echomq_django.backends.EchoMQBackend",
+        "QUEUES": ["default"],
+        "OPTIONS": {
+            "ENQUEUE_ON_COMMIT": "outbox",
+            "TASK_MODULES": ["tests.outbox.tasks"],
+            "RETRY_BACKOFF": 0,
+        },
+    }
+}
