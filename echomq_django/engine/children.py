@@ -5,12 +5,13 @@ fork would copy their locks mid-use), given the handler by reference. It runs up
 to ``threads`` jobs at once, each in a thread of its own, and talks to the parent
 over one pipe:
 
-* parent -> child ``("run", key, claimed)``: run the handler on it;
-* parent -> child ``("stop", key, exception class)``: raise it inside that job's
-  thread (a time limit, a cancel: the soft stop, which task code can observe);
-* child -> parent ``("done", key, outcome)``.
+* parent -> child ``run`` (a lease's key and its claimed row): run the handler on it;
+* parent -> child ``stop`` (a key and ``TimeLimitExceeded`` or ``Cancelled``): raise
+  it inside that job's thread (the soft stop, which task code can observe);
+* child -> parent ``done`` (a key and the outcome: a result or a failure).
 
-The parent keeps the leases (its heartbeat is not in the child, so a task holding
+Messages are JSON (``send_bytes``), never pickle: a row's text goes to the child as
+data, whatever it holds. The parent keeps the leases (its heartbeat is not in the child, so a task holding
 the GIL in a C call cannot starve it), and it sees a child die: ``run`` then
 answers ``ChildDied`` for every job the child was running, which is how the worker
 knows whose crash it was. The parent kills a child whose job outlived its soft
@@ -24,7 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import importlib
+import json
 import multiprocessing
 import os
 import signal
@@ -34,8 +37,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .jobs import Claimed
-from .outcome import call_handler, failure_from_exception
+from .errors import Cancelled, TimeLimitExceeded
+from .jobs import Claimed, Job
+from .outcome import Failure, Outcome, Success, call_handler
 
 Key = tuple[str, str, int]  # (queue, job id, token): one lease
 _SPAWN = multiprocessing.get_context("spawn")
@@ -113,7 +117,7 @@ class Child:
                 self.start()
             self._pending[key] = pending
             with contextlib.suppress(OSError, EOFError, ValueError):
-                self._conn.send(("run", key, claimed))  # if it died, the reader answers
+                self._conn.send_bytes(_encode("run", key, _claimed_json(claimed)))
         return pending
 
     def stop(self, key: Key, exc: type[BaseException]) -> None:
@@ -121,7 +125,7 @@ class Child:
         with self._lock:
             if key in self._pending and self._conn is not None:
                 with contextlib.suppress(OSError, EOFError, ValueError):
-                    self._conn.send(("stop", key, exc))
+                    self._conn.send_bytes(_encode("stop", key, exc.__name__))
 
     def kill(self, for_key: Key | None = None) -> None:
         """SIGKILL the child (``for_key``'s job outlived its soft stop, or a shutdown's
@@ -147,10 +151,11 @@ class Child:
         gets ``ChildDied`` (with the number of jobs it was running)."""
         while True:
             try:
-                kind, key, outcome = conn.recv()
+                kind, key, outcome = _decode(conn.recv_bytes())
             except (EOFError, OSError):
                 break
             if kind == "done":
+                outcome = _outcome_from_json(outcome)
                 with self._lock:
                     pending = self._pending.pop(key, None)
                 if pending is not None:
@@ -225,19 +230,55 @@ def _child_main(conn: Any, handler: Any, initializer: Any, threads: int, parent:
             running.pop(key, None)
             slots.release()
         with send_lock:
-            try:
-                conn.send(("done", key, outcome))
-            except Exception as exc:  # an outcome that cannot be pickled
-                why = f"the outcome could not be sent to the worker: {exc!r:.200}"
-                conn.send(("done", key, failure_from_exception(RuntimeError(why))))
+            conn.send_bytes(_encode("done", key, _outcome_json(outcome)))
 
     while True:
         try:
-            kind, key, arg = conn.recv()
+            kind, key, arg = _decode(conn.recv_bytes())
         except (EOFError, OSError):
             os._exit(0)
         if kind == "run":
             slots.acquire()
-            threading.Thread(target=work, args=(key, arg), daemon=True).start()
-        elif kind == "stop" and key in running:
-            raise_in_thread(running[key], arg)
+            threading.Thread(target=work, args=(key, _claimed_from_json(arg)), daemon=True).start()
+        elif kind == "stop" and key in running and arg in _STOPS:
+            raise_in_thread(running[key], _STOPS[arg])
+
+
+_STOPS: dict[str, type[BaseException]] = {
+    "TimeLimitExceeded": TimeLimitExceeded,
+    "Cancelled": Cancelled,
+}
+
+
+def _encode(kind: str, key: Key, body: Any) -> bytes:
+    return json.dumps([kind, list(key), body]).encode()
+
+
+def _decode(data: bytes) -> tuple[str, Key, Any]:
+    kind, key, body = json.loads(data)
+    return kind, (key[0], key[1], key[2]), body
+
+
+def _claimed_json(claimed: Claimed) -> dict[str, Any]:
+    job = dataclasses.asdict(claimed.job) if claimed.job is not None else None
+    return {"queue": claimed.queue, "id": claimed.id, "token": claimed.token,
+            "job": job, "corrupt": claimed.corrupt}  # fmt: skip
+
+
+def _claimed_from_json(body: dict[str, Any]) -> Claimed:
+    job = body["job"]
+    if job is not None:
+        job = Job(**{**job, "worker_ids": tuple(job["worker_ids"])})
+    return Claimed(body["queue"], body["id"], body["token"], job, body["corrupt"])
+
+
+def _outcome_json(outcome: Outcome) -> dict[str, Any]:
+    if isinstance(outcome, Success):
+        return {"result": outcome.result}
+    return {"failure": dataclasses.asdict(outcome)}
+
+
+def _outcome_from_json(body: dict[str, Any]) -> Outcome:
+    if "result" in body:
+        return Success(body["result"])
+    return Failure(**body["failure"])

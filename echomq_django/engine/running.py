@@ -19,11 +19,12 @@ process; and how a time limit (or a cancel) stops it.
 
 from __future__ import annotations
 
-import pickle
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .children import Child, ChildDied, Key, raise_in_thread
 from .errors import Cancelled, TimeLimitExceeded
@@ -84,7 +85,7 @@ class Runner:
         self.on_abandon = on_abandon
         # What a child runs: the handler by its import path, else the handler itself
         # if it can be sent by reference (a module-level function).
-        remote: str | Handler | None = child_handler or (handler if _picklable(handler) else None)
+        remote = child_handler or _importable(handler)
         self.can_isolate = remote is not None
         if processes and remote is None:
             raise ValueError("process mode needs a handler importable by name (child_handler)")
@@ -197,10 +198,13 @@ class Runner:
         return outcome
 
 
-def _picklable(obj: object) -> bool:
-    """Can ``obj`` be sent to a spawned child (by reference: a module-level function)?"""
-    try:
-        pickle.dumps(obj)
-    except Exception:
-        return False
-    return True
+def _importable(obj: object) -> str | None:
+    """``obj``'s import path if a spawned child can import it by name (a module-level
+    function), else None (a lambda, a closure: it runs in this process only)."""
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
+    if not module or "<" in name or module == "__main__":
+        return None
+    found: Any = sys.modules.get(module)
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    return f"{module}:{name}" if found is obj else None

@@ -233,10 +233,8 @@ def test_priority_and_queue_name_are_kept(run):
     assert run.results["ok"].task.queue_name == "default"
 
 
-def test_started_at_follows_the_priority_order(run, request):
+def test_started_at_follows_the_priority_order(run):
     """EchoMQ starts higher priorities first; ImmediateBackend runs each at enqueue."""
-    if run.kind == "echomq":  # started_at is the claim time until then: one batch, one stamp
-        request.applymarker(pytest.mark.xfail(strict=False, reason="lead's worker change"))
     started = sorted(PRIORITIES, key=lambda p: run.results[f"priority{p}"].started_at)
     expected = sorted(PRIORITIES, reverse=True) if run.kind == "echomq" else list(PRIORITIES)
     assert started == expected

@@ -155,7 +155,6 @@ def test_started_at_is_the_first_run_and_last_attempted_at_the_latest(jobs, work
     assert result.enqueued_at <= result.started_at < result.last_attempted_at <= result.finished_at
 
 
-@pytest.mark.xfail(strict=False, reason="lead's worker change")
 def test_read_ahead_jobs_are_stamped_when_each_starts_not_when_claimed(jobs):
     """Short jobs are claimed many at a time and run one after another (concurrency 1):
     ordered by started_at they must come out in priority order, each its own moment."""
@@ -184,7 +183,7 @@ def test_backend_wide_max_attempts_and_backoff_callable(settings, jobs):
     }  # fmt: skip
     result = tasks.add.enqueue(1, None)  # no options of its own: the backend's
     assert jobs.get("default", result.id).max_attempts == 3
-    outcome = execute(jobs.claim("default", "w1").jobs[0])
+    outcome = execute(jobs.claim("default", "w1", start_now=1).jobs[0])  # its run began
     assert (outcome.retry, outcome.backoff_ms) == (True, 7000)
     assert seen == [("TypeError", 1)]
     tasks.tuned.enqueue(fails=True)  # its own backoff (0.25 s) wins over the backend's

@@ -19,7 +19,7 @@ TASKS = {
         "OPTIONS": {
             "ENQUEUE_ON_COMMIT": "outbox",
             "TASK_MODULES": ["tests.outbox.tasks"],
-            "RETRY_BACKOFF": 0,
+            "BACKOFF": 0,
         },
     }
 }

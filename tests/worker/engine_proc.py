@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", action="store_true")
     parser.add_argument("--stats")
     parser.add_argument("--interval", type=float, default=0.1)
+    parser.add_argument("--processes", type=int, default=0)
+    parser.add_argument("--time-limit", type=float, default=0.0)
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT)
     jobs = Jobs(Connector.from_url(args.url))
@@ -70,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         burst=args.burst,
         grace_s=args.grace,
         retry_policy=RetryPolicy(base_ms=0),
+        processes=args.processes,
+        time_limit_s=args.time_limit,
+        child_handler="tests.worker.engine_proc:handler",  # run as __main__: name it
     )
     on_stop_signals(worker.stop, logger)
     stats = worker.run()
