@@ -4,8 +4,10 @@
     python -m tests.worker.engine_proc reaper --url URL [--interval S] QUEUE ...
 
 The worker's handler reads the payload as ``{"sleep": seconds, "fail": bool, "crash":
-code}``: it exits its process at once with ``crash``, or sleeps, then fails or
-returns the pid that ran it. Signals are handled by the
+code, "gil": seconds, "log": path, "run": seconds}``: it exits its process at once
+with ``crash``, holds the GIL in one C call for ``gil`` seconds, writes a side log
+(start, a tick every 20 ms for ``run`` seconds, end) to ``log``, sleeps, then fails
+or returns the pid that ran it. Signals are handled by the
 same helper ``runworker`` uses (SIGTERM/SIGINT graceful, a second one at once).
 On exit the worker writes its WorkerStats as JSON to ``--stats``.
 """
@@ -13,6 +15,7 @@ On exit the worker writes its WorkerStats as JSON to ``--stats``.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import dataclasses
 import json
 import logging
@@ -30,10 +33,28 @@ from echomq_django.management import LOG_FORMAT, on_stop_signals
 logger = logging.getLogger("echomq.test-proc")
 
 
+def _run_logged(spec: dict, claimed: Claimed) -> None:
+    def line(event: str) -> None:
+        with open(spec["log"], "a") as f:
+            f.write(json.dumps({"job": claimed.id, "pid": os.getpid(), "event": event,
+                                "t": time.time()}) + "\n")  # fmt: skip
+
+    line("start")
+    end = time.monotonic() + float(spec.get("run", 0))
+    while time.monotonic() < end:
+        time.sleep(0.02)
+        line("tick")
+    line("end")
+
+
 def handler(claimed: Claimed) -> Outcome:
     spec = json.loads(claimed.job.payload) if claimed.job else {}
     if spec.get("crash"):  # a task that kills its own process (OOM kill, segfault, _exit)
         os._exit(int(spec["crash"]))
+    if spec.get("gil"):  # one C call holding the GIL (PyDLL does not release it)
+        ctypes.PyDLL(None).usleep(int(float(spec["gil"]) * 1_000_000))
+    if spec.get("log"):  # a side log of the run: start, a tick every 20 ms, end
+        _run_logged(spec, claimed)
     time.sleep(float(spec.get("sleep", 0)))
     if spec.get("fail"):
         raise RuntimeError("asked to fail")

@@ -1,0 +1,156 @@
+"""The worker as a supervisor: tasks in child processes, time limits, cancel, a clean stop.
+
+Real worker processes (the engine's, ``engine_proc``), real children, real signals.
+Each test failed on the worker before it: a GIL-holding task starved the heartbeat
+(two workers ran one job), a hung task held its slot for ever and came back after
+every restart, a running job could not be cancelled, and a short grace released a
+job while its task still ran (another worker started it beside).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from echomq_django.engine.jobs import NewJob
+from tests.worker.conftest import wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def job(**spec) -> NewJob:
+    fields = {k: spec.pop(k) for k in ("timeout_ms", "max_attempts") if k in spec}
+    return NewJob(payload=json.dumps(spec), task="t", **fields)
+
+
+def runs(log: Path) -> dict[str, list[dict]]:
+    """The side log's lines by job, in order."""
+    by_job: dict[str, list[dict]] = {}
+    if log.exists():
+        for line in log.read_text().splitlines():
+            rec = json.loads(line)
+            by_job.setdefault(rec["job"], []).append(rec)
+    return by_job
+
+
+def overlaps(lines: list[dict]) -> list[tuple[int, int]]:
+    """Pairs of processes whose executions of one job overlapped in time."""
+    spans: dict[int, list[float]] = {}
+    for rec in lines:
+        spans.setdefault(rec["pid"], []).append(rec["t"])
+    bounds = sorted((min(ts), max(ts), pid) for pid, ts in spans.items())
+    return [(a[2], b[2]) for a, b in itertools.pairwise(bounds) if b[0] < a[1]]
+
+
+def test_a_gil_holding_call_longer_than_the_lease_runs_once_in_process_mode(
+    valkey_jobs, valkey_url, spawn
+):
+    """3 s in one C call holding the GIL, with a 1 s lease: the supervisor's heartbeat
+    is in another process, so the lease holds and no second worker starts it."""
+    jobs = valkey_jobs
+    job_id = jobs.enqueue("q", job(gil=3)).id
+    spawn("reaper", valkey_url, "q", "--interval", "0.05")
+    for name in ("a", "b"):
+        spawn("worker", valkey_url, "q", "--processes", "1", "--lease-ms", "1000", "--name", name)
+    wait_until(lambda: jobs.get("q", job_id).state == "completed", timeout=30)
+    row = jobs.get("q", job_id)
+    assert (row.attempts, row.refunds, len(row.worker_ids), row.error_list) == (1, 0, 1, [])
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_a_hung_task_is_stopped_at_its_time_limit_and_its_slot_reused(
+    valkey_jobs, valkey_url, spawn, mode
+):
+    """A task that never returns (an uninterruptible sleep), a 2 s time limit, one slot:
+    stopped (thread mode abandons the stuck thread, process mode kills its child), it
+    ends dead with TimeLimitExceeded, and the job behind it runs meanwhile."""
+    jobs = valkey_jobs
+    hung = jobs.enqueue("q", job(sleep=600, timeout_ms=2000, max_attempts=1)).id
+    behind = jobs.enqueue("q", job(sleep=0)).id
+    extra = ["--processes", "1"] if mode == "processes" else []
+    worker = spawn("worker", valkey_url, "q", "--lease-ms", "2000", *extra)
+    wait_until(lambda: jobs.get("q", hung).state == "dead", timeout=20)
+    wait_until(lambda: jobs.get("q", behind).state == "completed", timeout=10)
+    row = jobs.get("q", hung)
+    assert [e["exception_class_path"] for e in row.error_list] == [
+        "echomq_django.engine.errors.TimeLimitExceeded"
+    ]
+    assert row.last_error.startswith("TimeLimitExceeded")
+    # Restarting the worker does not bring it back: it is dead for good.
+    worker.send(signal.SIGTERM)
+    assert worker.wait(10) == 0, worker.log()
+    spawn("worker", valkey_url, "q", *extra)
+    time.sleep(0.5)
+    assert jobs.get("q", hung).state == "dead"
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_a_running_job_is_cancelled(valkey_jobs, valkey_url, spawn, tmp_path, mode):
+    jobs = valkey_jobs
+    log = tmp_path / "runs.jsonl"
+    # Thread mode stops it by raising Cancelled in it (it must be in Python code, not a
+    # C call, to see it); process mode kills its child if it does not end.
+    job_id = jobs.enqueue("q", job(log=str(log), run=60)).id
+    extra = ["--processes", "1"] if mode == "processes" else []
+    spawn("worker", valkey_url, "q", "--lease-ms", "3000", *extra)
+    wait_until(lambda: job_id in runs(log), timeout=20)
+    assert jobs.cancel("q", job_id, "no longer needed") == "cancelling"
+    asked = time.monotonic()
+    wait_until(lambda: jobs.get("q", job_id).state == "dead", timeout=10)
+    assert time.monotonic() - asked < 5
+    row = jobs.get("q", job_id)
+    assert row.error_list[-1]["exception_class_path"] == "echomq_django.engine.errors.Cancelled"
+    assert row.last_error == "Cancelled: no longer needed"
+    ticks = len(runs(log)[job_id])
+    time.sleep(0.3)
+    assert len(runs(log)[job_id]) == ticks, "the task still runs"
+
+
+def test_sigterm_with_a_short_grace_never_overlaps_executions(
+    valkey_jobs, valkey_url, spawn, tmp_path
+):
+    """Process mode, --grace 1 and a 3 s task: at grace expiry the child is killed
+    *before* the job is released; the next worker's run starts after it, never beside."""
+    jobs = valkey_jobs
+    log = tmp_path / "runs.jsonl"
+    job_id = jobs.enqueue("q", job(log=str(log), run=3)).id
+    first = spawn("worker", valkey_url, "q", "--processes", "1", "--grace", "1")
+    wait_until(lambda: job_id in runs(log), timeout=20)
+    spawn("worker", valkey_url, "q", "--processes", "1", "--name", "second")
+    first.send(signal.SIGTERM)
+    assert first.wait(10) == 0, first.log()
+    wait_until(lambda: jobs.get("q", job_id).state == "completed", timeout=20)
+    lines = runs(log)[job_id]
+    assert len({rec["pid"] for rec in lines}) == 2, lines[:3]
+    assert overlaps(lines) == []
+    row = jobs.get("q", job_id)
+    assert (row.counted_attempts, row.error_list) == (1, [])  # released: not charged
+
+
+def test_a_child_killed_with_sigkill_is_replaced_and_its_job_accounted(
+    valkey_jobs, valkey_url, spawn, tmp_path
+):
+    jobs = valkey_jobs
+    log = tmp_path / "runs.jsonl"
+    job_id = jobs.enqueue("q", job(log=str(log), run=1)).id
+    after = jobs.enqueue("q", job(sleep=0)).id
+    worker = spawn("worker", valkey_url, "q", "--processes", "1")
+    wait_until(lambda: job_id in runs(log), timeout=20)
+    child = runs(log)[job_id][0]["pid"]
+    assert child != worker.pid
+    os.kill(child, signal.SIGKILL)  # an OOM kill, as the worker sees it
+    wait_until(lambda: jobs.get("q", job_id).state == "completed", timeout=20)
+    wait_until(lambda: jobs.get("q", after).state == "completed", timeout=10)
+    row = jobs.get("q", job_id)
+    # It ran alone in that child: the death is charged to it (1 of 3), it comes back
+    # solo, and completes in a child of its own; the worker itself lived on.
+    assert (row.crashes, row.solo, row.counted_attempts) == (1, True, 1)
+    assert row.error_list[0]["exception_class_path"] == "echomq_django.engine.errors.WorkerCrashed"
+    assert "SIGKILL" in row.error_list[0]["traceback"]
+    assert worker.popen.poll() is None
