@@ -38,12 +38,16 @@ from .engine.errors import (
     WrongState,
 )
 from .engine.jobs import Job, Jobs
-from .engine.keyspace import STATES, QueueKeys, validate_job_id, validate_queue_name
+from .engine.keyspace import STATES, validate_job_id, validate_queue_name
 from .engine.registry import WorkerInfo, list_workers
+from .engine.stored import StoredRow, find_queue, read_stored
 from .metrics import known_queues  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
 from .payload import Payload, PayloadError
 
 PER_PAGE = 50
+# The last page number a list link may name: its offset stays within what a page
+# script call accepts (a larger ?page= shows "past the end", never an error).
+MAX_PAGE = 2**40 // PER_PAGE
 # Each place's sorted-set score, and what its two directions read as.
 ORDERS = {
     "pending": ("run order (priority, then first in)", "next first", "last first"),
@@ -108,14 +112,30 @@ register_converter(StateConverter, "emq_state")
 
 def from_us(value: object) -> datetime | None:
     """A row's ``*_at`` field (server µs) as an aware datetime; None if absent or bad."""
-    number = _int_or_none(value)
-    return None if number is None else datetime.fromtimestamp(number / 1e6, tz=UTC)
+    return _moment(value, 1e6)
 
 
 def from_ms(value: object) -> datetime | None:
     """A row's ``*_ms`` field or ``lease_deadline`` (server ms) as an aware datetime."""
+    return _moment(value, 1e3)
+
+
+def _moment(value: object, per_second: float) -> datetime | None:
+    """None when absent, not a number, or past what a datetime holds (a due time of 2**52 ms)."""
     number = _int_or_none(value)
-    return None if number is None else datetime.fromtimestamp(number / 1e3, tz=UTC)
+    if number is None:
+        return None
+    try:
+        return datetime.fromtimestamp(number / per_second, tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def bad_time(value: object, per_second: float) -> str:
+    """Why a stored time cannot be shown ("" when it can, or when there is none)."""
+    if value in (None, "") or _moment(value, per_second) is not None:
+        return ""
+    return f"not a time: {str(value)[:40]}"
 
 
 def _int_or_none(value: object) -> int | None:
@@ -142,8 +162,16 @@ def pretty_json(raw: str | None) -> tuple[str, bool]:
         return "", False
     try:
         return pretty(json.loads(raw)), True
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes
         return raw, False
+
+
+def error_list(job: Job) -> list[dict[str, Any]]:
+    """The row's errors; one entry holding the raw text when they cannot be parsed."""
+    try:
+        return job.error_list
+    except RecursionError:  # planted JSON nested past what the parser takes
+        return [{"exception_class_path": "?", "traceback": job.errors}]
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,9 +229,22 @@ class ListedJob:
     worker: str
     last_error: str
     missing: bool  # the set names a job whose row is gone (trimmed or deleted meanwhile)
+    linked: bool  # False for a member no job id can be (planted): it has no page
+    problems: tuple[str, ...]  # what of the row cannot be shown (a time out of range...)
 
     @classmethod
     def from_fields(cls, job_id: str, fields: dict[str, str | None]) -> ListedJob:
+        problems = [
+            f"{name} {why}"
+            for name, scale in TIME_FIELDS.items()
+            if (why := bad_time(fields.get(name), scale))
+        ]
+        try:
+            validate_job_id(job_id)
+            linked = True
+        except InvalidJobId:
+            linked = False
+            problems.insert(0, f"{job_id[:80]!r} is not a job id")
         return cls(
             id=job_id,
             task=fields.get("task") or "",
@@ -218,7 +259,16 @@ class ListedJob:
             worker=fields.get("worker") or "",
             last_error=fields.get("last_error") or "",
             missing=all(v is None for v in fields.values()),
+            linked=linked,
+            problems=tuple(problems),
         )
+
+
+# The row's time fields and their units per second (µs for *_at, ms for the others).
+TIME_FIELDS = {
+    "enqueued_at": 1e6, "started_at": 1e6, "last_attempted_at": 1e6, "finished_at": 1e6,
+    "due_ms": 1e3, "lease_deadline": 1e3,
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,8 +311,8 @@ class WorkerRow:
             queues=list(info.queues),
             concurrency=info.concurrency,
             running=list(info.running),
-            started=datetime.fromtimestamp(info.started_at, tz=UTC),
-            last_seen=datetime.fromtimestamp(info.last_seen, tz=UTC),
+            started=datetime.fromtimestamp(info.started_at, tz=UTC),  # the registry checked
+            last_seen=datetime.fromtimestamp(info.last_seen, tz=UTC),  # both are in range
         )
 
 
@@ -275,6 +325,9 @@ def _one(count: int, what: str) -> str:
 
 def _retry(jobs: Jobs, queue: str, job_id: str) -> str:
     if not jobs.retry_dead(queue, [job_id]).moved:
+        job = jobs.get(queue, job_id)
+        if job is not None and job.state == "dead":  # refused: its key is held (retry_dead.lua)
+            raise WrongState(f"job {job_id} was not retried: {job.last_error}")
         raise WrongState(f"job {job_id} is not dead: there is nothing to retry")
     return f"Job {job_id} moved to pending."
 
@@ -291,6 +344,8 @@ def _cancel(jobs: Jobs, queue: str, job_id: str) -> str:
 
 def _delete(jobs: Jobs, queue: str, job_id: str) -> str:
     state = jobs.delete(queue, job_id)
+    if state not in STATES:  # delete.lua: a row without a state, or a key of another type
+        return f"Job {job_id} deleted (its row was corrupt: {state})."
     return f"Job {job_id} deleted (it was {state})."
 
 
@@ -357,7 +412,11 @@ View = Callable[..., HttpResponseBase]
 
 
 def server_errors(view: View) -> View:
-    """Render a lost server as a clear 503 page inside the admin, never a 500."""
+    """Render a lost server as a clear 503 page inside the admin, never a 500.
+
+    Any other engine error (data the engine cannot use: a queue's set planted as a
+    STRING answers WRONGTYPE) is a 502 page that says what the server answered.
+    """
 
     @wraps(view)
     def wrapper(self: EchoMQAdmin, request: HttpRequest, *args: Any, **kwargs: Any):
@@ -366,6 +425,11 @@ def server_errors(view: View) -> View:
         except ServerUnavailable as exc:
             context = self.context(request, "Server unavailable", error=str(exc))
             return render(request, "admin/echomq/unavailable.html", context, status=503)
+        except EchoMQError as exc:
+            context = self.context(
+                request, "Unreadable data", error=f"{type(exc).__name__}: {exc}"
+            )
+            return render(request, "admin/echomq/data_error.html", context, status=502)
 
     return wrapper
 
@@ -491,7 +555,7 @@ class EchoMQAdmin:
         self.require(request, "view")
         jobs = conf.get_jobs()
         newest = request.GET.get("order") == "newest"
-        number = max(_int_or_none(request.GET.get("page")) or 1, 1)
+        number = min(max(_int_or_none(request.GET.get("page")) or 1, 1), MAX_PAGE)
         page = jobs.page(
             queue, state, offset=(number - 1) * PER_PAGE, count=PER_PAGE,
             newest_first=newest, fields=LIST_FIELDS,
@@ -521,19 +585,16 @@ class EchoMQAdmin:
     def job_detail(self, request: HttpRequest, queue: str, job_id: str) -> HttpResponse:
         """Everything the row holds; a row that is not a valid job is shown raw."""
         self.require(request, "view")
-        jobs = conf.get_jobs()
-        try:
-            job = jobs.get(queue, job_id)
-        except CorruptRow as exc:
-            raw = jobs.connector.client.hgetall(QueueKeys.of(queue).job(job_id))
-            deletable = self.model_admin.has_delete_permission(request)  # the only way out
-            context = self.context(
-                request, f"Job {job_id}", queue=queue, job_id=job_id, problem=str(exc),
-                raw=sorted(raw.items()), actions=[JOB_ACTIONS["delete"]] if deletable else [],
-            )  # fmt: skip
-            return render(request, "admin/echomq/job_corrupt.html", context)
-        if job is None:
+        stored = read_stored(conf.get_connector(), queue, job_id)
+        if not stored.exists:
             raise Http404(f"no job {job_id} in queue {queue}")
+        if stored.type != "hash":
+            problem = f"its key holds a {stored.type}, not a row (a HASH)"
+            return self.corrupt(request, queue, job_id, stored, problem)
+        try:
+            job = Job.from_row(queue, dict(stored.fields))
+        except CorruptRow as exc:
+            return self.corrupt(request, queue, job_id, stored, str(exc))
         result, result_is_json = pretty_json(job.result)
         context = self.context(
             request,
@@ -543,22 +604,37 @@ class EchoMQAdmin:
             payload=ShownPayload.of(job.payload),
             result=result,
             result_is_json=result_is_json,
-            errors=job.error_list,
+            errors=error_list(job),
             times=self.job_times(job),
             actions=self.allowed(request, JOB_ACTIONS, job.state),
             list_url=self.url("list", queue=queue, state=job.state),
         )
         return render(request, "admin/echomq/job_detail.html", context)
 
+    def corrupt(
+        self, request: HttpRequest, queue: str, job_id: str, stored: StoredRow, problem: str
+    ) -> HttpResponse:
+        """The page of a row that is not a job: what is wrong, what it holds, Delete."""
+        deletable = self.model_admin.has_delete_permission(request)  # the only way out
+        context = self.context(
+            request, f"Job {job_id}", queue=queue, job_id=job_id, problem=problem,
+            raw=stored.fields, actions=[JOB_ACTIONS["delete"]] if deletable else [],
+        )  # fmt: skip
+        return render(request, "admin/echomq/job_corrupt.html", context)
+
     @staticmethod
-    def job_times(job: Job) -> list[tuple[str, datetime | None]]:
+    def job_times(job: Job) -> list[tuple[str, datetime | None, str]]:
+        """(label, moment, why it cannot be shown) of each of the row's times."""
         return [
-            ("Enqueued", from_us(job.enqueued_at)),
-            ("Due", from_ms(job.due_ms)),
-            ("First started", from_us(job.started_at)),
-            ("Last attempted", from_us(job.last_attempted_at)),
-            ("Lease deadline", from_ms(job.lease_deadline)),
-            ("Finished", from_us(job.finished_at)),
+            (label, _moment(value, scale), bad_time(value, scale))
+            for label, value, scale in (
+                ("Enqueued", job.enqueued_at, 1e6),
+                ("Due", job.due_ms, 1e3),
+                ("First started", job.started_at, 1e6),
+                ("Last attempted", job.last_attempted_at, 1e6),
+                ("Lease deadline", job.lease_deadline, 1e3),
+                ("Finished", job.finished_at, 1e6),
+            )
         ]
 
     @server_errors
@@ -572,10 +648,9 @@ class EchoMQAdmin:
             messages.error(request, f"“{wanted[:80]}” is not a job id (a lowercase UUIDv7).")
             return HttpResponseRedirect(self.url("dashboard"))
         jobs = conf.get_jobs()
-        client = jobs.connector.client
-        for queue in known_queues(jobs):
-            if client.exists(QueueKeys.of(queue).job(job_id)):
-                return HttpResponseRedirect(self.url("job", queue=queue, job_id=job_id))
+        queue = find_queue(jobs.connector, known_queues(jobs), job_id)
+        if queue is not None:
+            return HttpResponseRedirect(self.url("job", queue=queue, job_id=job_id))
         messages.warning(request, f"No job {job_id} in any known queue.")
         return HttpResponseRedirect(self.url("dashboard"))
 

@@ -9,6 +9,7 @@ loop, the reaper) decides what a lost connection means.
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import ssl
@@ -48,6 +49,20 @@ DEFAULT_SOCKET_TIMEOUT_S = 10.0
 # Connection options redis-py's cluster client drops without a word (it hands its node
 # connections a fixed list of keywords): carried to every node by the connection class.
 NODE_CONNECTION_OPTIONS = ("health_check_interval", "ssl_min_version", "ssl_ciphers")
+# How replies are decoded. Bytes that are not UTF-8 (planted by hand, or written by
+# another client) come back as backslash escapes ('\xff'), never as an exception:
+# every read of server data survives bytes it did not write. Writes stay strict: text
+# that cannot be UTF-8 (a lone surrogate) is refused, never stored altered.
+READ_ERRORS = "echomq.escape-undecodable"
+
+
+def _escape_undecodable(exc: UnicodeError) -> tuple[str, int]:
+    if isinstance(exc, UnicodeDecodeError):
+        return codecs.backslashreplace_errors(exc)
+    raise exc
+
+
+codecs.register_error(READ_ERRORS, _escape_undecodable)
 
 _ERROR_CODES: dict[str, type[EchoMQError]] = {
     "EMQSTALE": StaleToken,
@@ -287,6 +302,7 @@ class Connector:
         """
         _require_host(url)
         options.setdefault("decode_responses", True)
+        options.setdefault("encoding_errors", READ_ERRORS)
         options.setdefault("retry", Retry(NoBackoff(), 0))
         options.setdefault("socket_connect_timeout", 5)
         options.setdefault("socket_timeout", DEFAULT_SOCKET_TIMEOUT_S)
