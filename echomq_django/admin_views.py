@@ -426,9 +426,7 @@ def server_errors(view: View) -> View:
             context = self.context(request, "Server unavailable", error=str(exc))
             return render(request, "admin/echomq/unavailable.html", context, status=503)
         except EchoMQError as exc:
-            context = self.context(
-                request, "Unreadable data", error=f"{type(exc).__name__}: {exc}"
-            )
+            context = self.context(request, "Unreadable data", error=f"{type(exc).__name__}: {exc}")
             return render(request, "admin/echomq/data_error.html", context, status=502)
 
     return wrapper
