@@ -244,7 +244,7 @@ class ListedJob:
             linked = True
         except InvalidJobId:
             linked = False
-            problems.insert(0, f"{job_id[:80]!r} is not a job id")
+            problems.insert(0, f"“{job_id[:80]}” is not a job id")
         return cls(
             id=job_id,
             task=fields.get("task") or "",
