@@ -33,6 +33,7 @@ from .engine.errors import (
     CorruptRow,
     EchoMQError,
     InvalidJobId,
+    InvalidURL,
     JobNotFound,
     ServerUnavailable,
     WrongState,
@@ -422,7 +423,7 @@ def server_errors(view: View) -> View:
     def wrapper(self: EchoMQAdmin, request: HttpRequest, *args: Any, **kwargs: Any):
         try:
             return view(self, request, *args, **kwargs)
-        except ServerUnavailable as exc:
+        except (ServerUnavailable, InvalidURL) as exc:
             context = self.context(request, "Server unavailable", error=str(exc))
             return render(request, "admin/echomq/unavailable.html", context, status=503)
         except EchoMQError as exc:

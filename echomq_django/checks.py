@@ -22,6 +22,7 @@ Deployment (``manage.py check --deploy``; also :func:`server_warnings`)::
     echomq.W010  the server persists nothing (neither AOF nor RDB): a restart loses every job
     echomq.W011  maxmemory-policy is not noeviction: the server may evict job rows under pressure
     echomq.W012  the server's configuration could not be read
+    echomq.W013  AOF is off and RDB snapshots are on: a crash loses what came after the last one
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from django.conf import settings
 from django.core import checks
 
 from . import conf
-from .engine.connector import CLUSTER_SCHEMES, Connector
-from .engine.errors import InvalidQueueName
+from .engine.connector import CLUSTER_SCHEMES, Connector, mask_url, validate_url
+from .engine.errors import InvalidQueueName, InvalidURL
 from .engine.keyspace import validate_queue_name
 
 URL_SCHEMES = {"redis", "rediss", "unix", *CLUSTER_SCHEMES}
@@ -108,17 +109,23 @@ def _url_messages(raw: Mapping[str, Any]) -> list[checks.CheckMessage]:
             )
         ]
     url = raw["URL"]
+    # Never the URL itself: it holds the password (mask_url hides it, whatever it holds).
+    shown = mask_url(url) if isinstance(url, str) else f"a {type(url).__name__}"
     scheme = urlsplit(url).scheme if isinstance(url, str) else None
-    if scheme in URL_SCHEMES:
-        return []
-    return [
-        checks.Error(
-            f"settings.ECHOMQ['URL'] is not a URL EchoMQ can connect to: {url!r}.",
-            hint=f"Use one of the schemes {', '.join(sorted(URL_SCHEMES))}, "
-            "e.g. redis://host:6379/0.",
-            id="echomq.E003",
-        )
-    ]
+    try:
+        if scheme not in URL_SCHEMES:
+            raise InvalidURL(f"its scheme is not one of {', '.join(sorted(URL_SCHEMES))}")
+        validate_url(url)
+    except InvalidURL as exc:
+        return [
+            checks.Error(
+                f"settings.ECHOMQ['URL'] ({shown}) is not a URL EchoMQ can connect to: {exc}.",
+                hint="e.g. redis://user:password@host:6379/0, with the password percent-quoted "
+                "(urllib.parse.quote(password, safe='')).",
+                id="echomq.E003",
+            )
+        ]
+    return []
 
 
 def _queue_messages(queues: object, where: str) -> list[checks.CheckMessage]:
@@ -232,6 +239,17 @@ def _node_findings(who: str, client: Any) -> list[Finding]:
                     "echomq.W010",
                     f"{who} persists nothing (appendonly no, save ''): a restart loses every job.",
                     "Turn AOF on: appendonly yes, appendfsync everysec.",
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    "echomq.W013",
+                    f"{who} has AOF off and RDB snapshots only (save '{save}'): a crash "
+                    "loses every job enqueued, and every transition made, since the last "
+                    "snapshot.",
+                    "Turn AOF on: appendonly yes, appendfsync everysec (at most about a "
+                    "second lost) or always.",
                 )
             )
     policy = client.info("memory").get("maxmemory_policy", "noeviction")

@@ -49,6 +49,21 @@ class EchoMQSettings:
 
 KNOWN_KEYS = {"URL", "OPTIONS", "CLUSTER", "QUEUES", "MAX_PAYLOAD", "METRICS_TOKEN"}
 
+# What a TASKS backend's OPTIONS["ENQUEUE_ON_COMMIT"] accepts: exactly these values
+# (1, "no" or "yes" are refused, not read as true). Another mode is one more entry.
+ENQUEUE_ON_COMMIT_VALUES: tuple[object, ...] = (False, True)
+
+
+def enqueue_on_commit_problem(value: object) -> str:
+    """Why ``value`` is not an ENQUEUE_ON_COMMIT setting ("" when it is one)."""
+    if any(
+        type(value) is type(allowed) and value == allowed for allowed in ENQUEUE_ON_COMMIT_VALUES
+    ):
+        return ""
+    shown = value if isinstance(value, (str, int, float)) else type(value).__name__
+    allowed = " or ".join(repr(v) for v in ENQUEUE_ON_COMMIT_VALUES)
+    return f"ENQUEUE_ON_COMMIT must be {allowed}, not {str(shown)[:40]!r}"
+
 
 def get_settings() -> EchoMQSettings:
     raw = getattr(settings, "ECHOMQ", {}) or {}

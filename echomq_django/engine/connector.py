@@ -102,36 +102,59 @@ def mask_url(url: str) -> str:
     """The URL with its passwords replaced by ``***``: safe for logs, pages and errors.
 
     Both places redis-py reads a password from are masked: the userinfo
-    (``redis://user:pw@host``) and the query (``?password=pw``). The rest of
-    the URL is kept verbatim (an IPv6 host keeps its brackets).
+    (``redis://user:pw@host``) and the query (``?password=pw``). It holds for a
+    password with unquoted ``#``, ``/``, ``?``, ``@`` or ``:`` too, which URL
+    parsers split in the wrong place: everything from the first ``:`` of the
+    userinfo to the *last* ``@`` of the URL is masked, and everything after a
+    ``password=``. The rest is kept verbatim (an IPv6 host keeps its brackets).
     """
-    parts = urlsplit(url)
-    userinfo, at, hostport = parts.netloc.rpartition("@")
-    netloc = (
-        f"{userinfo.partition(':')[0]}:***@{hostport}" if at and ":" in userinfo else parts.netloc
-    )
-    query = "&".join(_mask_param(p) for p in parts.query.split("&"))
-    masked = f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if parts.query else "")
-    return masked + (f"#{parts.fragment}" if parts.fragment else "")
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "***" if ("@" in url or "password" in url.lower()) else url
+    hidden: list[tuple[int, int]] = []  # spans of ``rest`` to mask
+    at = rest.rfind("@")
+    colon = rest.find(":", 0, at)
+    if at >= 0 and colon >= 0:
+        hidden.append((colon + 1, at))
+    for match in _PASSWORD_PARAM.finditer(rest):
+        hidden.append((match.end(), len(rest)))  # up to the end: '&' or '#' may be in it
+    merged: list[list[int]] = []
+    for start, end in sorted(hidden):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    for start, end in reversed(merged):
+        rest = rest[:start] + "***" + rest[end:]
+    return f"{scheme}://{rest}"
 
 
-def _mask_param(param: str) -> str:
-    name, eq, _ = param.partition("=")
-    return f"{name}=***" if eq and name.lower() == "password" else param
+_PASSWORD_PARAM = re.compile(r"[?&]password=", re.IGNORECASE)
 
 
-def _require_host(url: str) -> None:
-    """Refuse a URL without a host: redis-py would quietly connect to localhost:6379.
+def validate_url(url: object) -> str:
+    """Refuse a URL that would connect somewhere else than it says, or not at all.
 
-    That is what an unquoted '@' or '/' in a password does (``redis://:a/b@h/0``
-    parses as host '' and path '/b@h/0'). The URL is not echoed: it holds the secret.
+    Without a host redis-py quietly connects to localhost:6379; with an unquoted
+    ``#``, ``/``, ``?`` or ``@`` in the password it parses part of the password as
+    the host, the port or the path, and its errors then print that part. Neither
+    is ever echoed here: the URL holds the secret.
     """
+    if not isinstance(url, str):
+        raise InvalidURL(f"the server URL must be a string, not {type(url).__name__}")
     parts = urlsplit(url)
+    hint = "percent-quote '@', '/', ':', '?', '#' and '%' in a user name or password"
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        raise InvalidURL(f"the {parts.scheme or 'server'} URL has no valid port; {hint}") from None
+    if parts.fragment or "#" in url or "@" in parts.path + parts.query:
+        raise InvalidURL(f"the {parts.scheme or 'server'} URL has text after its host; {hint}")
     if not (parts.path if parts.scheme == "unix" else parts.hostname):
         raise InvalidURL(
-            f"the {parts.scheme or 'server'} URL names no host (or socket path); "
-            "percent-quote '@', '/', ':' and '#' in a user name or password"
+            f"the {parts.scheme or 'server'} URL names no host (or socket path); {hint}"
         )
+    return url
 
 
 def _cluster_client(url: str, options: dict[str, Any]) -> redis.RedisCluster:
@@ -300,7 +323,7 @@ class Connector:
         except on a cluster: its client reads the slot map at once (ServerUnavailable,
         or AccessDenied, if it cannot).
         """
-        _require_host(url)
+        validate_url(url)
         options.setdefault("decode_responses", True)
         options.setdefault("encoding_errors", READ_ERRORS)
         options.setdefault("retry", Retry(NoBackoff(), 0))
