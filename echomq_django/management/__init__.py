@@ -58,6 +58,30 @@ def count_arg(value: str) -> int:
     return number
 
 
+def printable(text: object, keep: str = "\n") -> str:
+    """``text`` with each control or format character shown as its escape (``\\x1b``).
+
+    Row fields, exception messages and registry entries are data anyone with write
+    access (or any task) can fill: printed raw, an ESC sequence clears the
+    operator's screen or forges a hyperlink, a CR or a bidi override rewrites what
+    a line seems to say. Only the characters in ``keep`` pass as they are.
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(
+        ch if ch.isprintable() or ch in keep else ch.encode("unicode_escape").decode()
+        for ch in text
+    )
+
+
+class PrintableFormatter(logging.Formatter):
+    """Log lines (tracebacks too) with control characters escaped, as ``printable``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))
+
+
 def setup_logging(verbosity: int) -> None:
     """Send the ``echomq`` loggers to stderr unless the project's LOGGING already did.
 
@@ -67,7 +91,7 @@ def setup_logging(verbosity: int) -> None:
     echomq.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
     if not echomq.handlers and not logging.getLogger().handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
+        handler.setFormatter(PrintableFormatter(LOG_FORMAT))
         echomq.addHandler(handler)
         echomq.propagate = False
 
