@@ -328,7 +328,7 @@ def _retry(jobs: Jobs, queue: str, job_id: str) -> str:
     if not jobs.retry_dead(queue, [job_id]).moved:
         job = jobs.get(queue, job_id)
         if job is not None and job.state == "dead":  # refused: its key is held (retry_dead.lua)
-            raise WrongState(f"job {job_id} was not retried: {job.last_error}")
+            raise WrongState(f"job {job_id} {job.last_error}")
         raise WrongState(f"job {job_id} is not dead: there is nothing to retry")
     return f"Job {job_id} moved to pending."
 
