@@ -6,6 +6,7 @@ Configuration (run by every ``manage.py`` command that runs checks)::
     echomq.E002  settings.ECHOMQ has a key EchoMQ does not know (a typo is silently ignored otherwise)
     echomq.E003  the ECHOMQ URL has a scheme the connector cannot use
     echomq.E005  a queue name in ECHOMQ QUEUES cannot be a queue name
+    echomq.E007  ECHOMQ DURABLE_ENQUEUE is not a valid setting
     echomq.W001  no ECHOMQ URL: the default redis://127.0.0.1:6379/0 is used
     echomq.W002  the server does not answer PING
 
@@ -23,6 +24,7 @@ Deployment (``manage.py check --deploy``; also :func:`server_warnings`)::
     echomq.W011  maxmemory-policy is not noeviction: the server may evict job rows under pressure
     echomq.W012  the server's configuration could not be read
     echomq.W013  AOF is off and RDB snapshots are on: a crash loses what came after the last one
+    echomq.W014  DURABLE_ENQUEUE asks for more than the server has (replicas, AOF)
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from django.core import checks
 
 from . import conf
 from .engine.connector import CLUSTER_SCHEMES, Connector, mask_url, validate_url
-from .engine.errors import InvalidQueueName, InvalidURL
+from .engine.errors import InvalidJobOptions, InvalidQueueName, InvalidURL
 from .engine.keyspace import validate_queue_name
 
 URL_SCHEMES = {"redis", "rediss", "unix", *CLUSTER_SCHEMES}
@@ -62,7 +64,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="echomq.E001",
             )
         ]
-    messages = [*_unknown_keys(raw), *_url_messages(raw)]
+    messages = [*_unknown_keys(raw), *_url_messages(raw), *_durability_messages()]
     messages += _queue_messages(raw.get("QUEUES", ["default"]), "settings.ECHOMQ['QUEUES']")
     return messages
 
@@ -128,6 +130,20 @@ def _url_messages(raw: Mapping[str, Any]) -> list[checks.CheckMessage]:
     return []
 
 
+def _durability_messages() -> list[checks.CheckMessage]:
+    try:
+        conf.get_settings().durability()
+    except (InvalidJobOptions, TypeError) as exc:
+        return [
+            checks.Error(
+                f"settings.ECHOMQ['DURABLE_ENQUEUE']: {exc}.",
+                hint='e.g. {"REPLICAS": 1, "LOCAL": True, "TIMEOUT": 1.0}, or None.',
+                id="echomq.E007",
+            )
+        ]
+    return []
+
+
 def _queue_messages(queues: object, where: str) -> list[checks.CheckMessage]:
     if isinstance(queues, str) or not isinstance(queues, Iterable):
         return [
@@ -155,7 +171,7 @@ def _queue_messages(queues: object, where: str) -> list[checks.CheckMessage]:
 
 def _settings_unusable() -> bool:
     """True when check_settings finds an error that makes a connection attempt meaningless."""
-    return any(m.id in ("echomq.E001", "echomq.E003") for m in check_settings())
+    return any(m.id in ("echomq.E001", "echomq.E003", "echomq.E007") for m in check_settings())
 
 
 # ---------------------------------------------------------------------------------------
@@ -204,10 +220,42 @@ def check_server_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     """``check --deploy``: the server findings as warnings (echomq.W010-W012)."""
     if _settings_unusable() or check_server():  # unusable settings, or W002 said it all
         return []
-    return [
-        checks.Warning(f.message, hint=f.hint, id=f.id)
-        for f in server_findings(conf.get_connector())
-    ]
+    connector = conf.get_connector()
+    findings = [*server_findings(connector), *durability_findings(connector)]
+    return [checks.Warning(f.message, hint=f.hint, id=f.id) for f in findings]
+
+
+def durability_findings(connector: Connector) -> list[Finding]:
+    """DURABLE_ENQUEUE that this server cannot meet: every enqueue would fail (W014)."""
+    durability = conf.get_settings().durability()
+    if durability is None:
+        return []
+    findings = []
+    for who, client in primaries(connector):
+        try:
+            replicas = int(client.info("replication").get("connected_slaves", 0))
+            aof = int(client.info("persistence").get("aof_enabled", 0))
+        except redis.RedisError:
+            continue  # W012 says the configuration could not be read
+        if replicas < durability.replicas:
+            findings.append(
+                Finding(
+                    "echomq.W014",
+                    f"{who} has {replicas} connected replica(s); DURABLE_ENQUEUE waits for "
+                    f"{durability.replicas}: every enqueue would raise NotDurable.",
+                    "Add replicas, or lower DURABLE_ENQUEUE['REPLICAS'].",
+                )
+            )
+        if durability.local and not aof:
+            findings.append(
+                Finding(
+                    "echomq.W014",
+                    f"{who} has AOF off; DURABLE_ENQUEUE LOCAL waits for its fsync "
+                    "(WAITAOF): every enqueue would fail.",
+                    "Turn AOF on (appendonly yes), or set DURABLE_ENQUEUE['LOCAL'] to False.",
+                )
+            )
+    return findings
 
 
 def primaries(connector: Connector) -> list[tuple[str, Any]]:

@@ -384,6 +384,40 @@ class Connector:
             raise translate_error(exc) from exc
         return [translate_error(r) if isinstance(r, Exception) else r for r in replies]
 
+    def run_then(self, call: Call, command: tuple[Any, ...]) -> tuple[Any, Any]:
+        """``call``, then ``command`` on the same connection, in one round trip.
+
+        For WAIT and WAITAOF, which wait for the writes of their own connection.
+        Replies as ``run``'s (a failed script raises its typed error); on NOSCRIPT
+        the script is loaded and both are sent again. On a cluster a call that meets
+        MOVED/ASK (its slot is moving) did not run: ServerUnavailable, try again.
+        """
+        try:
+            loaded = self._loaded.get(call.script.sha, 0)
+            replies = self._on_one_connection([_evalsha(call), command], call.keys[0])
+            if isinstance(replies[0], NoScriptError):
+                self._reload(call.script, loaded)
+                replies = self._on_one_connection([_evalsha(call), command], call.keys[0])
+        except Exception as exc:
+            raise translate_error(exc) from exc
+        if isinstance(replies[0], redis.exceptions.AskError):  # ASK, and MOVED (a subclass)
+            raise ServerUnavailable(f"the slot of {call.keys[0]} is moving: {replies[0]}")
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise translate_error(reply)
+        return replies[0], replies[1]
+
+    def _on_one_connection(self, commands: Sequence[tuple[Any, ...]], key: str) -> list[Any]:
+        if self._connections is not None:
+            return self._connections.call(lambda conn: _exchange_commands(conn, commands))
+        client = self.client
+        if self.is_cluster:  # the node that serves the key, on one of its connections
+            client = self.client.get_node_from_key(key).redis_connection
+        pipe = client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        return pipe.execute(raise_on_error=False)
+
     def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
         if self._connections is not None:
             return self._connections.call(lambda conn: _exchange_many(conn, calls))
@@ -461,8 +495,12 @@ def _exchange(conn: Any, command: tuple[Any, ...]) -> Any:
 
 
 def _exchange_many(conn: Any, calls: Sequence[Call]) -> list[Any]:
-    conn.send_packed_command(conn.pack_commands([_evalsha(call) for call in calls]))
-    return [_reply(conn) for _ in calls]
+    return _exchange_commands(conn, [_evalsha(call) for call in calls])
+
+
+def _exchange_commands(conn: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+    conn.send_packed_command(conn.pack_commands(commands))
+    return [_reply(conn) for _ in commands]
 
 
 def _evalsha(call: Call) -> tuple[Any, ...]:
