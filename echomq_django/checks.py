@@ -39,9 +39,10 @@ from django.conf import settings
 from django.core import checks
 
 from . import conf
-from .engine.connector import CLUSTER_SCHEMES, Connector, mask_url, validate_url
+from .engine.connector import CLUSTER_SCHEMES, Connector
 from .engine.errors import InvalidJobOptions, InvalidQueueName, InvalidURL
 from .engine.keyspace import validate_queue_name
+from .engine.url import mask_url, validate_url
 
 URL_SCHEMES = {"redis", "rediss", "unix", *CLUSTER_SCHEMES}
 TAG = "echomq"

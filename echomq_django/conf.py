@@ -32,10 +32,11 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from .engine.connector import Connector, mask_url
+from .engine.connector import Connector
 from .engine.durable import Durability, DurableJobs
 from .engine.errors import InvalidJobOptions
 from .engine.jobs import DEFAULT_MAX_PAYLOAD, Jobs
+from .engine.url import mask_url
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 

@@ -29,7 +29,6 @@ from redis.retry import Retry
 from .errors import (
     AccessDenied,
     EchoMQError,
-    InvalidURL,
     JobExists,
     JobNotFound,
     ScriptError,
@@ -39,6 +38,7 @@ from .errors import (
     WrongState,
 )
 from .script import Script
+from .url import mask_url, validate_url
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 # How long a reply may take before the call is ServerUnavailable. redis-py waits for
@@ -96,65 +96,6 @@ class Call:
     script: Script
     keys: Sequence[str]
     args: Sequence[Any]
-
-
-def mask_url(url: str) -> str:
-    """The URL with its passwords replaced by ``***``: safe for logs, pages and errors.
-
-    Both places redis-py reads a password from are masked: the userinfo
-    (``redis://user:pw@host``) and the query (``?password=pw``). It holds for a
-    password with unquoted ``#``, ``/``, ``?``, ``@`` or ``:`` too, which URL
-    parsers split in the wrong place: everything from the first ``:`` of the
-    userinfo to the *last* ``@`` of the URL is masked, and everything after a
-    ``password=``. The rest is kept verbatim (an IPv6 host keeps its brackets).
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return "***" if ("@" in url or "password" in url.lower()) else url
-    hidden: list[tuple[int, int]] = []  # spans of ``rest`` to mask
-    at = rest.rfind("@")
-    colon = rest.find(":", 0, at)
-    if at >= 0 and colon >= 0:
-        hidden.append((colon + 1, at))
-    for match in _PASSWORD_PARAM.finditer(rest):
-        hidden.append((match.end(), len(rest)))  # up to the end: '&' or '#' may be in it
-    merged: list[list[int]] = []
-    for start, end in sorted(hidden):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    for start, end in reversed(merged):
-        rest = rest[:start] + "***" + rest[end:]
-    return f"{scheme}://{rest}"
-
-
-_PASSWORD_PARAM = re.compile(r"[?&]password=", re.IGNORECASE)
-
-
-def validate_url(url: object) -> str:
-    """Refuse a URL that would connect somewhere else than it says, or not at all.
-
-    Without a host redis-py quietly connects to localhost:6379; with an unquoted
-    ``#``, ``/``, ``?`` or ``@`` in the password it parses part of the password as
-    the host, the port or the path, and its errors then print that part. Neither
-    is ever echoed here: the URL holds the secret.
-    """
-    if not isinstance(url, str):
-        raise InvalidURL(f"the server URL must be a string, not {type(url).__name__}")
-    parts = urlsplit(url)
-    hint = "percent-quote '@', '/', ':', '?', '#' and '%' in a user name or password"
-    try:
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError:
-        raise InvalidURL(f"the {parts.scheme or 'server'} URL has no valid port; {hint}") from None
-    if parts.fragment or "#" in url or "@" in parts.path + parts.query:
-        raise InvalidURL(f"the {parts.scheme or 'server'} URL has text after its host; {hint}")
-    if not (parts.path if parts.scheme == "unix" else parts.hostname):
-        raise InvalidURL(
-            f"the {parts.scheme or 'server'} URL names no host (or socket path); {hint}"
-        )
-    return url
 
 
 def _cluster_client(url: str, options: dict[str, Any]) -> redis.RedisCluster:
