@@ -329,9 +329,10 @@ class Connector:
         """``call``, then ``command`` on the same connection, in one round trip.
 
         For WAIT and WAITAOF, which wait for the writes of their own connection.
-        Replies as ``run``'s (a failed script raises its typed error); on NOSCRIPT
-        the script is loaded and both are sent again. On a cluster a call that meets
-        MOVED/ASK (its slot is moving) did not run: ServerUnavailable, try again.
+        The script's reply is ``run``'s (a failed script raises its typed error); the
+        command's is returned, an error reply as its typed exception (the script ran).
+        On NOSCRIPT the script is loaded and both are sent again. On a cluster a call
+        that meets MOVED/ASK (its slot is moving) did not run: ServerUnavailable.
         """
         try:
             loaded = self._loaded.get(call.script.sha, 0)
@@ -343,10 +344,10 @@ class Connector:
             raise translate_error(exc) from exc
         if isinstance(replies[0], redis.exceptions.AskError):  # ASK, and MOVED (a subclass)
             raise ServerUnavailable(f"the slot of {call.keys[0]} is moving: {replies[0]}")
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise translate_error(reply)
-        return replies[0], replies[1]
+        if isinstance(replies[0], Exception):
+            raise translate_error(replies[0])
+        after = replies[1]
+        return replies[0], translate_error(after) if isinstance(after, Exception) else after
 
     def _on_one_connection(self, commands: Sequence[tuple[Any, ...]], key: str) -> list[Any]:
         if self._connections is not None:

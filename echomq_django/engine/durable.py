@@ -116,7 +116,9 @@ class _WaitingConnector:
                 replies.append(exc)
                 continue
             replies.append(reply)
-            if missing := self._durability.shortfall(ack):
+            if isinstance(ack, Exception):  # e.g. WAITAOF on a server with AOF off
+                short.append(f"the server refused {self._durability.command[0]} ({ack}) and")
+            elif missing := self._durability.shortfall(ack):
                 short.append(missing)
         if short:
             timeout = self._durability.timeout_s

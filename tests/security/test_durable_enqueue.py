@@ -9,6 +9,7 @@ The replica is a second server of the suite's own binary, started with
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -18,9 +19,12 @@ import redis
 from echomq_django import conf
 from echomq_django.checks import durability_findings
 from echomq_django.embedded import EmbeddedServer, server_product
+from echomq_django.engine.connector import Connector
+from echomq_django.engine.durable import Durability, DurableJobs
 from echomq_django.engine.errors import NotDurable
+from echomq_django.engine.jobs import NewJob
 from tests.django.tasks import echo
-from tests.scaleout.conftest import wait_until
+from tests.scaleout.conftest import SPREAD, wait_until
 
 Q = "default"
 
@@ -123,3 +127,20 @@ def test_a_bad_setting_is_a_check_error(settings, bad):
     settings.ECHOMQ = {"URL": "redis://127.0.0.1:1/0", "DURABLE_ENQUEUE": bad}
     conf.reset()
     assert [m.id for m in check_settings()] == ["echomq.E007"]
+
+
+def test_on_a_cluster_the_wait_runs_on_the_queue_node(cluster_url, cluster_client):
+    """The suite's cluster has no replicas: WAIT 1 times out on the node of each queue,
+    WAITAOF is refused (AOF off); either way each job is on its node, NotDurable says so."""
+    connector = Connector.from_url(cluster_url)
+    for durability, words in (
+        (Durability(replicas=1, timeout_s=0.1), "1 replica(s) (0 acknowledged)"),
+        (Durability(local=True, timeout_s=0.1), "the server refused WAITAOF"),
+    ):
+        jobs = DurableJobs(connector, durability)
+        for queue in SPREAD:  # one queue per master
+            with pytest.raises(NotDurable, match=re.escape(words)) as info:
+                jobs.enqueue(queue, NewJob(payload="{}"))
+            (job_id,) = info.value.job_ids
+            assert jobs.get(queue, job_id).state == "pending"
+    connector.close()
