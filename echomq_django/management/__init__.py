@@ -83,17 +83,20 @@ class PrintableFormatter(logging.Formatter):
 
 
 def setup_logging(verbosity: int) -> None:
-    """Send the ``echomq`` loggers to stderr unless the project's LOGGING already did.
+    """Log to stderr, control characters escaped, unless the project's LOGGING already does.
 
-    ``-v 0`` shows warnings only, ``-v 1`` (the default) one line per job, ``-v 2`` debug.
+    ``-v 0`` shows the ``echomq`` loggers' warnings only, ``-v 1`` (the default) one
+    line per job, ``-v 2`` debug. The handler goes on the root logger, so that other
+    loggers of the process (django-tasks logs a failed task's traceback) are escaped
+    too instead of reaching Python's last-resort handler raw.
     """
     echomq = logging.getLogger("echomq")
     echomq.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
-    if not echomq.handlers and not logging.getLogger().handlers:
+    root = logging.getLogger()
+    if not echomq.handlers and not root.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(PrintableFormatter(LOG_FORMAT))
-        echomq.addHandler(handler)
-        echomq.propagate = False
+        root.addHandler(handler)
 
 
 def on_stop_signals(stop: Callable[[], None], logger: logging.Logger) -> None:
