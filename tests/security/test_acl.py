@@ -21,8 +21,7 @@ from echomq_django import conf
 from echomq_django.embedded import server_product, server_version
 from echomq_django.engine import registry
 from echomq_django.engine.acl import CLIENT_COMMANDS, granted_commands, worker_acl_rules
-from echomq_django.engine.connector import Connector
-from echomq_django.engine.jobs import Jobs, NewJob
+from echomq_django.engine.jobs import NewJob
 from echomq_django.engine.keyspace import new_job_id
 from tests import servers
 from tests.cli.conftest import echomq_cmd, manage_py
@@ -133,11 +132,14 @@ def two_masters():
     cluster.stop()
 
 
-def test_the_minimal_user_follows_ask_while_a_slot_migrates(two_masters):
+def test_the_minimal_user_follows_ask_while_a_slot_migrates(two_masters, settings, admin_client):
     source, target = two_masters.nodes
     queue = next(q for q in ("emails", "reports", "bulk", "orders") if slot_of(q) <= 8191)
     slot = slot_of(queue)
-    jobs = Jobs(Connector.from_url(f"redis+cluster://echomq:pw@{source.host}:{source.port}/0"))
+    url = f"redis+cluster://echomq:pw@{source.host}:{source.port}/0"
+    settings.ECHOMQ = {"URL": url, "QUEUES": [queue]}
+    conf.reset()
+    jobs = conf.get_jobs()
     ids = [e.id for e in jobs.enqueue_many(queue, [NewJob(payload="{}") for _ in range(3)])]
     held = jobs.claim(queue, "w", count=2, lease_ms=60_000).jobs
     source_id, target_id = (n.command("CLUSTER", "MYID") for n in (source, target))
@@ -149,6 +151,16 @@ def test_the_minimal_user_follows_ask_while_a_slot_migrates(two_masters):
     assert not [r for r in jobs.extend_many([(queue, c.id, c.token, 60_000) for c in held])
                 if isinstance(r, Exception)]  # fmt: skip
     assert jobs.page(queue, "active").total == 2
+    # The admin and the CLI, as that user, while the slot is half moved.
+    detail = admin_client.get(f"/admin/echomq/queues/{queue}/jobs/{held[0].id}/")
+    assert detail.status_code == 200 and "active" in detail.content.decode()
+    # A list's counts name keys the target does not hold yet: the cluster answers TRYAGAIN,
+    # the page says the server is unavailable (503), never NOPERM or a 500.
+    listing = admin_client.get(f"/admin/echomq/queues/{queue}/active/")
+    assert listing.status_code == 503 and "NOPERM" not in listing.content.decode()
+    search = admin_client.get("/admin/echomq/search/", {"id": held[1].id})
+    assert search.status_code == 302 and held[1].id in search["Location"]
+    assert echomq_cmd("inspect", held[0].id, "--json").json()["state"] == "active"
     for node in (target, source):
         node.command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
     replies = jobs.complete_many([(queue, c.id, c.token, "null") for c in held])
@@ -156,3 +168,4 @@ def test_the_minimal_user_follows_ask_while_a_slot_migrates(two_masters):
     assert jobs.stats(queue).counts["completed"] == 2 and len(ids) == 3
     for node in (source, target):
         assert node.command("ACL", "LOG") == [], node
+    conf.reset()
