@@ -12,7 +12,6 @@ converters before a view runs, so an ill-formed one is a 404 and never a key.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,21 +28,37 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.text import capfirst
 
 from . import admin_chart, conf, outbox
+from .admin_rows import (
+    ListedJob,
+    QueueSummary,
+    ShownPayload,
+    StateCount,
+    WorkerRow,
+    bad_time,
+    error_list,
+    int_or_none,
+    moment,
+    pretty_json,
+)
 from .engine.errors import (
     CorruptRow,
     EchoMQError,
     InvalidJobId,
+    InvalidURL,
     JobNotFound,
     ServerUnavailable,
     WrongState,
 )
 from .engine.jobs import Job, Jobs
-from .engine.keyspace import STATES, QueueKeys, validate_job_id, validate_queue_name
-from .engine.registry import WorkerInfo, list_workers
+from .engine.keyspace import STATES, validate_job_id, validate_queue_name
+from .engine.registry import list_workers
+from .engine.stored import StoredRow, find_queue, read_stored
 from .metrics import known_queues  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
-from .payload import Payload, PayloadError
 
 PER_PAGE = 50
+# The last page number a list link may name: its offset stays within what a page
+# script call accepts (a larger ?page= shows "past the end", never an error).
+MAX_PAGE = 2**40 // PER_PAGE
 # Each place's sorted-set score, and what its two directions read as.
 ORDERS = {
     "pending": ("run order (priority, then first in)", "next first", "last first"),
@@ -103,169 +118,6 @@ register_converter(JobIdConverter, "emq_job")
 register_converter(StateConverter, "emq_state")
 
 
-# -- reading rows for display ----------------------------------------------------------
-
-
-def from_us(value: object) -> datetime | None:
-    """A row's ``*_at`` field (server µs) as an aware datetime; None if absent or bad."""
-    number = _int_or_none(value)
-    return None if number is None else datetime.fromtimestamp(number / 1e6, tz=UTC)
-
-
-def from_ms(value: object) -> datetime | None:
-    """A row's ``*_ms`` field or ``lease_deadline`` (server ms) as an aware datetime."""
-    number = _int_or_none(value)
-    return None if number is None else datetime.fromtimestamp(number / 1e3, tz=UTC)
-
-
-def _int_or_none(value: object) -> int | None:
-    """A row field as an int; None when it is absent or not a number (a row is data)."""
-    if isinstance(value, int):
-        return value
-    try:
-        return int(str(value)) if value not in (None, "") else None
-    except ValueError:
-        return None
-
-
-def pretty(value: Any) -> str:
-    """JSON for people: one line when it is short, else indented."""
-    line = json.dumps(value, sort_keys=True, ensure_ascii=False)
-    if len(line) <= 48:
-        return line
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
-
-
-def pretty_json(raw: str | None) -> tuple[str, bool]:
-    """(text, parsed): ``pretty`` JSON when ``raw`` parses, else ``raw`` unchanged."""
-    if raw is None:
-        return "", False
-    try:
-        return pretty(json.loads(raw)), True
-    except ValueError:
-        return raw, False
-
-
-@dataclass(frozen=True, slots=True)
-class ShownPayload:
-    """The backend's payload as the detail page shows it; a corrupt one still renders."""
-
-    task: str
-    args: str  # pretty JSON
-    kwargs: str
-    options: str  # the other keys (backend, takes_context...), pretty JSON
-    raw: str  # the payload as stored (pretty when it is JSON), when it cannot be read
-    problem: str  # why the backend could not read it ("" if it can)
-
-    @classmethod
-    def of(cls, raw: str) -> ShownPayload:
-        try:
-            payload = Payload.loads(raw)
-        except PayloadError as exc:
-            return cls("", "", "", "", pretty_json(raw)[0], str(exc))
-        options = {
-            "backend": payload.backend,
-            "takes_context": payload.takes_context,
-            "idempotency_key": payload.idempotency_key,
-        }
-        return cls(
-            task=payload.task,
-            args=pretty(payload.args),
-            kwargs=pretty(payload.kwargs),
-            options=pretty(options),
-            raw="",
-            problem="",
-        )
-
-
-def _counted_attempts(fields: dict[str, str | None]) -> int | None:
-    """The row's attempts minus its refunds, as ``Job.counted_attempts`` (None without a row)."""
-    attempts = _int_or_none(fields.get("attempts"))
-    return None if attempts is None else attempts - (_int_or_none(fields.get("refunds")) or 0)
-
-
-@dataclass(frozen=True, slots=True)
-class ListedJob:
-    """One entry of a place's sorted set with the row fields a list shows."""
-
-    id: str
-    task: str
-    priority: int | None
-    attempts: int | None  # counted against max_attempts: the token minus the refunds
-    max_attempts: int | None
-    enqueued: datetime | None
-    started: datetime | None
-    finished: datetime | None
-    due: datetime | None
-    lease_deadline: datetime | None
-    worker: str
-    last_error: str
-    missing: bool  # the set names a job whose row is gone (trimmed or deleted meanwhile)
-
-    @classmethod
-    def from_fields(cls, job_id: str, fields: dict[str, str | None]) -> ListedJob:
-        return cls(
-            id=job_id,
-            task=fields.get("task") or "",
-            priority=_int_or_none(fields.get("priority")),
-            attempts=_counted_attempts(fields),
-            max_attempts=_int_or_none(fields.get("max_attempts")),
-            enqueued=from_us(fields.get("enqueued_at")),
-            started=from_us(fields.get("started_at")),
-            finished=from_us(fields.get("finished_at")),
-            due=from_ms(fields.get("due_ms")),
-            lease_deadline=from_ms(fields.get("lease_deadline")),
-            worker=fields.get("worker") or "",
-            last_error=fields.get("last_error") or "",
-            missing=all(v is None for v in fields.values()),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class StateCount:
-    state: str
-    count: int
-    url: str  # the list of this place
-
-
-@dataclass(frozen=True, slots=True)
-class QueueSummary:
-    """A dashboard row: one queue's places, and its last hour of throughput."""
-
-    name: str
-    counts: list[StateCount]
-    spark: admin_chart.Sparkline
-    completed: int
-    failed: int
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerRow:
-    """A live worker from the registry, with its times as datetimes for the page."""
-
-    id: str
-    host: str
-    pid: int
-    queues: list[str]
-    concurrency: int
-    running: list[str]
-    started: datetime
-    last_seen: datetime
-
-    @classmethod
-    def of(cls, info: WorkerInfo) -> WorkerRow:
-        return cls(
-            id=info.id,
-            host=info.host,
-            pid=info.pid,
-            queues=list(info.queues),
-            concurrency=info.concurrency,
-            running=list(info.running),
-            started=datetime.fromtimestamp(info.started_at, tz=UTC),
-            last_seen=datetime.fromtimestamp(info.last_seen, tz=UTC),
-        )
-
-
 # -- operator actions: each is one engine call -------------------------------------------
 
 
@@ -275,6 +127,9 @@ def _one(count: int, what: str) -> str:
 
 def _retry(jobs: Jobs, queue: str, job_id: str) -> str:
     if not jobs.retry_dead(queue, [job_id]).moved:
+        job = jobs.get(queue, job_id)
+        if job is not None and job.state == "dead":  # refused: its key is held (retry_dead.lua)
+            raise WrongState(f"job {job_id} {job.last_error}")
         raise WrongState(f"job {job_id} is not dead: there is nothing to retry")
     return f"Job {job_id} moved to pending."
 
@@ -292,6 +147,8 @@ def _cancel(jobs: Jobs, queue: str, job_id: str) -> str:
 
 def _delete(jobs: Jobs, queue: str, job_id: str) -> str:
     state = jobs.delete(queue, job_id)
+    if state not in STATES:  # delete.lua: a row without a state, or a key of another type
+        return f"Job {job_id} deleted (its row was corrupt: {state})."
     return f"Job {job_id} deleted (it was {state})."
 
 
@@ -358,15 +215,22 @@ View = Callable[..., HttpResponseBase]
 
 
 def server_errors(view: View) -> View:
-    """Render a lost server as a clear 503 page inside the admin, never a 500."""
+    """Render a lost server as a clear 503 page inside the admin, never a 500.
+
+    Any other engine error (data the engine cannot use: a queue's set planted as a
+    STRING answers WRONGTYPE) is a 502 page that says what the server answered.
+    """
 
     @wraps(view)
     def wrapper(self: EchoMQAdmin, request: HttpRequest, *args: Any, **kwargs: Any):
         try:
             return view(self, request, *args, **kwargs)
-        except ServerUnavailable as exc:
+        except (ServerUnavailable, InvalidURL) as exc:
             context = self.context(request, "Server unavailable", error=str(exc))
             return render(request, "admin/echomq/unavailable.html", context, status=503)
+        except EchoMQError as exc:
+            context = self.context(request, "Unreadable data", error=f"{type(exc).__name__}: {exc}")
+            return render(request, "admin/echomq/data_error.html", context, status=502)
 
     return wrapper
 
@@ -493,7 +357,7 @@ class EchoMQAdmin:
         self.require(request, "view")
         jobs = conf.get_jobs()
         newest = request.GET.get("order") == "newest"
-        number = max(_int_or_none(request.GET.get("page")) or 1, 1)
+        number = min(max(int_or_none(request.GET.get("page")) or 1, 1), MAX_PAGE)
         page = jobs.page(
             queue, state, offset=(number - 1) * PER_PAGE, count=PER_PAGE,
             newest_first=newest, fields=LIST_FIELDS,
@@ -523,19 +387,16 @@ class EchoMQAdmin:
     def job_detail(self, request: HttpRequest, queue: str, job_id: str) -> HttpResponse:
         """Everything the row holds; a row that is not a valid job is shown raw."""
         self.require(request, "view")
-        jobs = conf.get_jobs()
-        try:
-            job = jobs.get(queue, job_id)
-        except CorruptRow as exc:
-            raw = jobs.connector.client.hgetall(QueueKeys.of(queue).job(job_id))
-            deletable = self.model_admin.has_delete_permission(request)  # the only way out
-            context = self.context(
-                request, f"Job {job_id}", queue=queue, job_id=job_id, problem=str(exc),
-                raw=sorted(raw.items()), actions=[JOB_ACTIONS["delete"]] if deletable else [],
-            )  # fmt: skip
-            return render(request, "admin/echomq/job_corrupt.html", context)
-        if job is None:
+        stored = read_stored(conf.get_connector(), queue, job_id)
+        if not stored.exists:
             raise Http404(f"no job {job_id} in queue {queue}")
+        if stored.type != "hash":
+            problem = f"its key holds a {stored.type}, not a row (a HASH)"
+            return self.corrupt(request, queue, job_id, stored, problem)
+        try:
+            job = Job.from_row(queue, dict(stored.fields))
+        except CorruptRow as exc:
+            return self.corrupt(request, queue, job_id, stored, str(exc))
         result, result_is_json = pretty_json(job.result)
         context = self.context(
             request,
@@ -545,22 +406,37 @@ class EchoMQAdmin:
             payload=ShownPayload.of(job.payload),
             result=result,
             result_is_json=result_is_json,
-            errors=job.error_list,
+            errors=error_list(job),
             times=self.job_times(job),
             actions=self.allowed(request, JOB_ACTIONS, job.state),
             list_url=self.url("list", queue=queue, state=job.state),
         )
         return render(request, "admin/echomq/job_detail.html", context)
 
+    def corrupt(
+        self, request: HttpRequest, queue: str, job_id: str, stored: StoredRow, problem: str
+    ) -> HttpResponse:
+        """The page of a row that is not a job: what is wrong, what it holds, Delete."""
+        deletable = self.model_admin.has_delete_permission(request)  # the only way out
+        context = self.context(
+            request, f"Job {job_id}", queue=queue, job_id=job_id, problem=problem,
+            raw=stored.fields, actions=[JOB_ACTIONS["delete"]] if deletable else [],
+        )  # fmt: skip
+        return render(request, "admin/echomq/job_corrupt.html", context)
+
     @staticmethod
-    def job_times(job: Job) -> list[tuple[str, datetime | None]]:
+    def job_times(job: Job) -> list[tuple[str, datetime | None, str]]:
+        """(label, moment, why it cannot be shown) of each of the row's times."""
         return [
-            ("Enqueued", from_us(job.enqueued_at)),
-            ("Due", from_ms(job.due_ms)),
-            ("First started", from_us(job.started_at)),
-            ("Last attempted", from_us(job.last_attempted_at)),
-            ("Lease deadline", from_ms(job.lease_deadline)),
-            ("Finished", from_us(job.finished_at)),
+            (label, moment(value, scale), bad_time(value, scale))
+            for label, value, scale in (
+                ("Enqueued", job.enqueued_at, 1e6),
+                ("Due", job.due_ms, 1e3),
+                ("First started", job.started_at, 1e6),
+                ("Last attempted", job.last_attempted_at, 1e6),
+                ("Lease deadline", job.lease_deadline, 1e3),
+                ("Finished", job.finished_at, 1e6),
+            )
         ]
 
     @server_errors
@@ -574,10 +450,9 @@ class EchoMQAdmin:
             messages.error(request, f"“{wanted[:80]}” is not a job id (a lowercase UUIDv7).")
             return HttpResponseRedirect(self.url("dashboard"))
         jobs = conf.get_jobs()
-        client = jobs.connector.client
-        for queue in known_queues(jobs):
-            if client.exists(QueueKeys.of(queue).job(job_id)):
-                return HttpResponseRedirect(self.url("job", queue=queue, job_id=job_id))
+        queue = find_queue(jobs.connector, known_queues(jobs), job_id)
+        if queue is not None:
+            return HttpResponseRedirect(self.url("job", queue=queue, job_id=job_id))
         messages.warning(request, f"No job {job_id} in any known queue.")
         return HttpResponseRedirect(self.url("dashboard"))
 

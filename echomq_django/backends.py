@@ -129,6 +129,8 @@ class EchoMQBackend(BaseTaskBackend):
                         id="echomq.E005",
                     )
                 )
+        if problem := conf.enqueue_on_commit_problem(self.options.get("ENQUEUE_ON_COMMIT", False)):
+            problems.append(checks.Error(f"{where}['OPTIONS']: {problem}.", id="echomq.E006"))
         try:
             JobOptions.parse({name: self.options.get(name.upper()) for name in JOB_OPTIONS})
         except ValueError as exc:

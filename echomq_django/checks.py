@@ -6,6 +6,7 @@ Configuration (run by every ``manage.py`` command that runs checks)::
     echomq.E002  settings.ECHOMQ has a key EchoMQ does not know (a typo is silently ignored otherwise)
     echomq.E003  the ECHOMQ URL has a scheme the connector cannot use
     echomq.E005  a queue name in ECHOMQ QUEUES cannot be a queue name
+    echomq.E007  ECHOMQ DURABLE_ENQUEUE is not a valid setting
     echomq.W001  no ECHOMQ URL: the default redis://127.0.0.1:6379/0 is used
     echomq.W002  the server does not answer PING
 
@@ -22,6 +23,8 @@ Deployment (``manage.py check --deploy``; also :func:`server_warnings`)::
     echomq.W010  the server persists nothing (neither AOF nor RDB): a restart loses every job
     echomq.W011  maxmemory-policy is not noeviction: the server may evict job rows under pressure
     echomq.W012  the server's configuration could not be read
+    echomq.W013  AOF is off and RDB snapshots are on: a crash loses what came after the last one
+    echomq.W014  DURABLE_ENQUEUE asks for more than the server has (replicas, AOF)
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ from django.core import checks
 
 from . import conf
 from .engine.connector import CLUSTER_SCHEMES, Connector
-from .engine.errors import InvalidQueueName
+from .engine.errors import InvalidJobOptions, InvalidQueueName, InvalidURL
 from .engine.keyspace import validate_queue_name
+from .engine.url import mask_url, validate_url
 
 URL_SCHEMES = {"redis", "rediss", "unix", *CLUSTER_SCHEMES}
 TAG = "echomq"
@@ -61,7 +65,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="echomq.E001",
             )
         ]
-    messages = [*_unknown_keys(raw), *_url_messages(raw)]
+    messages = [*_unknown_keys(raw), *_url_messages(raw), *_durability_messages()]
     messages += _queue_messages(raw.get("QUEUES", ["default"]), "settings.ECHOMQ['QUEUES']")
     return messages
 
@@ -108,17 +112,37 @@ def _url_messages(raw: Mapping[str, Any]) -> list[checks.CheckMessage]:
             )
         ]
     url = raw["URL"]
+    # Never the URL itself: it holds the password (mask_url hides it, whatever it holds).
+    shown = mask_url(url) if isinstance(url, str) else f"a {type(url).__name__}"
     scheme = urlsplit(url).scheme if isinstance(url, str) else None
-    if scheme in URL_SCHEMES:
-        return []
-    return [
-        checks.Error(
-            f"settings.ECHOMQ['URL'] is not a URL EchoMQ can connect to: {url!r}.",
-            hint=f"Use one of the schemes {', '.join(sorted(URL_SCHEMES))}, "
-            "e.g. redis://host:6379/0.",
-            id="echomq.E003",
-        )
-    ]
+    try:
+        if scheme not in URL_SCHEMES:
+            raise InvalidURL(f"its scheme is not one of {', '.join(sorted(URL_SCHEMES))}")
+        validate_url(url)
+    except InvalidURL as exc:
+        return [
+            checks.Error(
+                f"settings.ECHOMQ['URL'] ({shown}) is not a URL EchoMQ can connect to: {exc}.",
+                hint="e.g. redis://user:password@host:6379/0, with the password percent-quoted "
+                "(urllib.parse.quote(password, safe='')).",
+                id="echomq.E003",
+            )
+        ]
+    return []
+
+
+def _durability_messages() -> list[checks.CheckMessage]:
+    try:
+        conf.get_settings().durability()
+    except (InvalidJobOptions, TypeError) as exc:
+        return [
+            checks.Error(
+                f"settings.ECHOMQ['DURABLE_ENQUEUE']: {exc}.",
+                hint='e.g. {"REPLICAS": 1, "LOCAL": True, "TIMEOUT": 1.0}, or None.',
+                id="echomq.E007",
+            )
+        ]
+    return []
 
 
 def _queue_messages(queues: object, where: str) -> list[checks.CheckMessage]:
@@ -148,7 +172,7 @@ def _queue_messages(queues: object, where: str) -> list[checks.CheckMessage]:
 
 def _settings_unusable() -> bool:
     """True when check_settings finds an error that makes a connection attempt meaningless."""
-    return any(m.id in ("echomq.E001", "echomq.E003") for m in check_settings())
+    return any(m.id in ("echomq.E001", "echomq.E003", "echomq.E007") for m in check_settings())
 
 
 # ---------------------------------------------------------------------------------------
@@ -197,10 +221,42 @@ def check_server_deploy(app_configs: Any = None, **kwargs: Any) -> list[checks.C
     """``check --deploy``: the server findings as warnings (echomq.W010-W012)."""
     if _settings_unusable() or check_server():  # unusable settings, or W002 said it all
         return []
-    return [
-        checks.Warning(f.message, hint=f.hint, id=f.id)
-        for f in server_findings(conf.get_connector())
-    ]
+    connector = conf.get_connector()
+    findings = [*server_findings(connector), *durability_findings(connector)]
+    return [checks.Warning(f.message, hint=f.hint, id=f.id) for f in findings]
+
+
+def durability_findings(connector: Connector) -> list[Finding]:
+    """DURABLE_ENQUEUE that this server cannot meet: every enqueue would fail (W014)."""
+    durability = conf.get_settings().durability()
+    if durability is None:
+        return []
+    findings = []
+    for who, client in primaries(connector):
+        try:
+            replicas = int(client.info("replication").get("connected_slaves", 0))
+            aof = int(client.info("persistence").get("aof_enabled", 0))
+        except redis.RedisError:
+            continue  # W012 says the configuration could not be read
+        if replicas < durability.replicas:
+            findings.append(
+                Finding(
+                    "echomq.W014",
+                    f"{who} has {replicas} connected replica(s); DURABLE_ENQUEUE waits for "
+                    f"{durability.replicas}: every enqueue would raise NotDurable.",
+                    "Add replicas, or lower DURABLE_ENQUEUE['REPLICAS'].",
+                )
+            )
+        if durability.local and not aof:
+            findings.append(
+                Finding(
+                    "echomq.W014",
+                    f"{who} has AOF off; DURABLE_ENQUEUE LOCAL waits for its fsync "
+                    "(WAITAOF): every enqueue would fail.",
+                    "Turn AOF on (appendonly yes), or set DURABLE_ENQUEUE['LOCAL'] to False.",
+                )
+            )
+    return findings
 
 
 def primaries(connector: Connector) -> list[tuple[str, Any]]:
@@ -232,6 +288,17 @@ def _node_findings(who: str, client: Any) -> list[Finding]:
                     "echomq.W010",
                     f"{who} persists nothing (appendonly no, save ''): a restart loses every job.",
                     "Turn AOF on: appendonly yes, appendfsync everysec.",
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    "echomq.W013",
+                    f"{who} has AOF off and RDB snapshots only (save '{save}'): a crash "
+                    "loses every job enqueued, and every transition made, since the last "
+                    "snapshot.",
+                    "Turn AOF on: appendonly yes, appendfsync everysec (at most about a "
+                    "second lost) or always.",
                 )
             )
     policy = client.info("memory").get("maxmemory_policy", "noeviction")

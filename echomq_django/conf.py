@@ -9,7 +9,12 @@
         "QUEUES": ["default"],               # queues the reaper always sweeps
         "MAX_PAYLOAD": 524288,               # bytes; larger payloads are refused at enqueue
         "METRICS_TOKEN": None,               # bearer token of the Prometheus view (see metrics.py)
+        "DURABLE_ENQUEUE": None,             # {"REPLICAS": n, "LOCAL": bool, "TIMEOUT": s}
     }
+
+``DURABLE_ENQUEUE`` makes ``enqueue()`` return only once the job is on that many
+replicas (WAIT) and, with ``LOCAL``, fsynced to the primary's AOF (WAITAOF);
+``NotDurable`` when that is not confirmed within ``TIMEOUT`` (see engine/durable.py).
 
 The connector is built lazily on first use and rebuilt when the settings change
 (``setting_changed``), never at import time: ``@task`` builds backends while
@@ -19,6 +24,7 @@ The connector is built lazily on first use and rebuilt when the settings change
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +32,11 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from .engine.connector import Connector, mask_url
+from .engine.connector import Connector
+from .engine.durable import Durability, DurableJobs
+from .engine.errors import InvalidJobOptions
 from .engine.jobs import DEFAULT_MAX_PAYLOAD, Jobs
+from .engine.url import mask_url
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 
@@ -41,13 +50,49 @@ class EchoMQSettings:
     queues: tuple[str, ...] = ("default",)
     max_payload: int = DEFAULT_MAX_PAYLOAD
     metrics_token: str | None = field(default=None, repr=False)
+    durable_enqueue: object = None  # the raw setting; ``durability()`` reads it
+
+    def durability(self) -> Durability | None:
+        """DURABLE_ENQUEUE as the engine takes it; ``InvalidJobOptions`` says what is wrong."""
+        raw = self.durable_enqueue
+        if raw is None:
+            return None
+        if not isinstance(raw, Mapping):
+            raise InvalidJobOptions("DURABLE_ENQUEUE must be a dict or None")
+        unknown = sorted(set(raw) - DURABLE_KEYS, key=str)
+        if unknown:
+            raise InvalidJobOptions(f"DURABLE_ENQUEUE has unknown keys: {unknown}")
+        return Durability(
+            replicas=raw.get("REPLICAS", 0),
+            local=raw.get("LOCAL", False),
+            timeout_s=raw.get("TIMEOUT", 1.0),
+        )
 
     @property
     def safe_url(self) -> str:
         return mask_url(self.url)
 
 
-KNOWN_KEYS = {"URL", "OPTIONS", "CLUSTER", "QUEUES", "MAX_PAYLOAD", "METRICS_TOKEN"}
+KNOWN_KEYS = {
+    "URL", "OPTIONS", "CLUSTER", "QUEUES", "MAX_PAYLOAD", "METRICS_TOKEN", "DURABLE_ENQUEUE",
+}  # fmt: skip
+DURABLE_KEYS = {"REPLICAS", "LOCAL", "TIMEOUT"}
+
+# What a TASKS backend's OPTIONS["ENQUEUE_ON_COMMIT"] (and a task's enqueue_on_commit)
+# accepts: exactly these values (1, "no" or "yes" are refused, not read as true).
+# "outbox": written in the caller's transaction, relayed after the commit (outbox.py).
+ENQUEUE_ON_COMMIT_VALUES: tuple[object, ...] = (False, True, "outbox")
+
+
+def enqueue_on_commit_problem(value: object) -> str:
+    """Why ``value`` is not an ENQUEUE_ON_COMMIT setting ("" when it is one)."""
+    if any(
+        type(value) is type(allowed) and value == allowed for allowed in ENQUEUE_ON_COMMIT_VALUES
+    ):
+        return ""
+    shown = value if isinstance(value, (str, int, float)) else type(value).__name__
+    allowed = " or ".join(repr(v) for v in ENQUEUE_ON_COMMIT_VALUES)
+    return f"ENQUEUE_ON_COMMIT must be {allowed}, not {str(shown)[:40]!r}"
 
 
 def get_settings() -> EchoMQSettings:
@@ -59,6 +104,7 @@ def get_settings() -> EchoMQSettings:
         queues=tuple(raw.get("QUEUES", ("default",))),
         max_payload=int(raw.get("MAX_PAYLOAD", DEFAULT_MAX_PAYLOAD)),
         metrics_token=raw.get("METRICS_TOKEN") or None,
+        durable_enqueue=raw.get("DURABLE_ENQUEUE"),
     )
 
 
@@ -76,7 +122,12 @@ def get_jobs() -> Jobs:
                 options = dict(conf.options)
                 if conf.cluster:
                     options["cluster"] = True
-                _jobs = Jobs(Connector.from_url(conf.url, **options), max_payload=conf.max_payload)
+                durability = conf.durability()  # a bad setting raises before connecting
+                connector = Connector.from_url(conf.url, **options)
+                if durability is None:
+                    _jobs = Jobs(connector, max_payload=conf.max_payload)
+                else:
+                    _jobs = DurableJobs(connector, durability, max_payload=conf.max_payload)
     return _jobs
 
 

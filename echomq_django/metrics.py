@@ -10,8 +10,9 @@ Mount the view in the project's ``urls.py``::
 
 Access: a request that carries ``Authorization: Bearer <token>`` where the token
 is ``settings.ECHOMQ["METRICS_TOKEN"]`` (what a Prometheus scrape job sends
-with ``authorization: {credentials: ...}``), or a logged-in active staff user.
-With no token configured, only staff users can read it. Every scrape costs one
+with ``authorization: {credentials: ...}``), or a logged-in active staff user
+holding ``echomq.view_queue`` (as the admin's pages). With no token configured,
+only those users can read it. Every scrape costs one
 read-only script call per queue plus one registry read: no scan of any set.
 
 Families (all labelled by ``queue`` unless said otherwise)::
@@ -49,6 +50,7 @@ from .engine.keyspace import STATES, validate_queue_name
 from .engine.registry import WorkerInfo, list_workers
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+VIEW_PERMISSION = "echomq.view_queue"  # what the admin's pages need too (see models.Queue)
 
 # (metric suffix, HELP text, fields of the queue's metrics hash that add up to it)
 COUNTERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -195,13 +197,13 @@ def outbox_families() -> list[Family]:
 
 
 def _allowed(request: HttpRequest) -> bool:
-    """A matching bearer token, or an active staff user."""
+    """A matching bearer token, or an active staff user who may view the queues."""
     token = conf.get_settings().metrics_token
     header = request.headers.get("Authorization", "")
     if token and header.startswith("Bearer "):
         return hmac.compare_digest(header.removeprefix("Bearer ").encode(), token.encode())
     user = getattr(request, "user", None)
-    return bool(user and user.is_active and user.is_staff)
+    return bool(user and user.is_active and user.is_staff and user.has_perm(VIEW_PERMISSION))
 
 
 @require_safe
@@ -211,7 +213,7 @@ def prometheus_view(request: HttpRequest) -> HttpResponse:
         return HttpResponse("Forbidden\n", status=403, content_type="text/plain")
     try:
         body = exposition(conf.get_jobs())
-    except (EchoMQError, redis.RedisError) as exc:  # the queue registry is read with SMEMBERS
+    except (EchoMQError, redis.RedisError) as exc:  # the worker registry: plain commands
         return HttpResponse(
             f"EchoMQ server unavailable: {exc}\n", status=503, content_type="text/plain"
         )

@@ -40,8 +40,7 @@ if TYPE_CHECKING:
     from .models import OutboxJob
 
 OUTBOX = "outbox"
-# The values ENQUEUE_ON_COMMIT (and a task's enqueue_on_commit) may take.
-COMMIT_MODES = (False, True, OUTBOX)
+COMMIT_MODES = conf.ENQUEUE_ON_COMMIT_VALUES  # the values ENQUEUE_ON_COMMIT may take
 # The backlog is counted up to this many rows (a bounded COUNT): past it, "at least".
 COUNT_CAP = 1_000_000
 # NewJob's fields kept in OutboxJob.options (id and payload have their own columns).

@@ -95,6 +95,8 @@ class Payload:
             data = json.loads(text)
         except ValueError as exc:
             raise PayloadError(f"the payload is not JSON: {exc}") from None
+        except RecursionError:
+            raise PayloadError("the payload is nested too deeply to be read") from None
         if not isinstance(data, dict) or data.get("v") != VERSION:
             raise PayloadError(f"the payload is not a version {VERSION} EchoMQ task payload")
         check_fields(data)
@@ -141,6 +143,8 @@ def to_json_value(value: Any, what: str) -> Any:
         raise InvalidTaskArguments(
             f"{what} cannot be stored as JSON ({type(value).__name__}): {exc}"
         ) from None
+    except RecursionError:  # e.g. lists nested 20,000 deep: no JSON reader would take it back
+        raise InvalidTaskArguments(f"{what} is nested too deeply to be stored as JSON") from None
 
 
 def encode_arguments(

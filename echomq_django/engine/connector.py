@@ -9,6 +9,7 @@ loop, the reaper) decides what a lost connection means.
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 import ssl
@@ -29,7 +30,6 @@ from .errors import (
     AccessDenied,
     CancelRequested,
     EchoMQError,
-    InvalidURL,
     JobExists,
     JobNotFound,
     ScriptError,
@@ -39,6 +39,7 @@ from .errors import (
     WrongState,
 )
 from .script import Script
+from .url import mask_url, validate_url
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 # How long a reply may take before the call is ServerUnavailable. redis-py waits for
@@ -49,6 +50,20 @@ DEFAULT_SOCKET_TIMEOUT_S = 10.0
 # Connection options redis-py's cluster client drops without a word (it hands its node
 # connections a fixed list of keywords): carried to every node by the connection class.
 NODE_CONNECTION_OPTIONS = ("health_check_interval", "ssl_min_version", "ssl_ciphers")
+# How replies are decoded. Bytes that are not UTF-8 (planted by hand, or written by
+# another client) come back as backslash escapes ('\xff'), never as an exception:
+# every read of server data survives bytes it did not write. Writes stay strict: text
+# that cannot be UTF-8 (a lone surrogate) is refused, never stored altered.
+READ_ERRORS = "echomq.escape-undecodable"
+
+
+def _escape_undecodable(exc: UnicodeError) -> tuple[str, int]:
+    if isinstance(exc, UnicodeDecodeError):
+        return codecs.backslashreplace_errors(exc)
+    raise exc
+
+
+codecs.register_error(READ_ERRORS, _escape_undecodable)
 
 _ERROR_CODES: dict[str, type[EchoMQError]] = {
     "EMQSTALE": StaleToken,
@@ -83,42 +98,6 @@ class Call:
     script: Script
     keys: Sequence[str]
     args: Sequence[Any]
-
-
-def mask_url(url: str) -> str:
-    """The URL with its passwords replaced by ``***``: safe for logs, pages and errors.
-
-    Both places redis-py reads a password from are masked: the userinfo
-    (``redis://user:pw@host``) and the query (``?password=pw``). The rest of
-    the URL is kept verbatim (an IPv6 host keeps its brackets).
-    """
-    parts = urlsplit(url)
-    userinfo, at, hostport = parts.netloc.rpartition("@")
-    netloc = (
-        f"{userinfo.partition(':')[0]}:***@{hostport}" if at and ":" in userinfo else parts.netloc
-    )
-    query = "&".join(_mask_param(p) for p in parts.query.split("&"))
-    masked = f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if parts.query else "")
-    return masked + (f"#{parts.fragment}" if parts.fragment else "")
-
-
-def _mask_param(param: str) -> str:
-    name, eq, _ = param.partition("=")
-    return f"{name}=***" if eq and name.lower() == "password" else param
-
-
-def _require_host(url: str) -> None:
-    """Refuse a URL without a host: redis-py would quietly connect to localhost:6379.
-
-    That is what an unquoted '@' or '/' in a password does (``redis://:a/b@h/0``
-    parses as host '' and path '/b@h/0'). The URL is not echoed: it holds the secret.
-    """
-    parts = urlsplit(url)
-    if not (parts.path if parts.scheme == "unix" else parts.hostname):
-        raise InvalidURL(
-            f"the {parts.scheme or 'server'} URL names no host (or socket path); "
-            "percent-quote '@', '/', ':' and '#' in a user name or password"
-        )
 
 
 def _cluster_client(url: str, options: dict[str, Any]) -> redis.RedisCluster:
@@ -287,12 +266,11 @@ class Connector:
         except on a cluster: its client reads the slot map at once (ServerUnavailable,
         or AccessDenied, if it cannot).
         """
-        _require_host(url)
+        validate_url(url)
         options.setdefault("decode_responses", True)
-        # Bytes that are not UTF-8 (planted, or written by another client) decode as lone
-        # surrogates instead of failing the whole reply after the script ran (a claim's
-        # jobs leased to nobody); readers then name the field (Job.from_values).
-        options.setdefault("encoding_errors", "surrogateescape")
+        # Bytes that are not UTF-8 decode as escapes, never fail a whole reply after its
+        # script ran (a claim's jobs would be leased to nobody): see READ_ERRORS.
+        options.setdefault("encoding_errors", READ_ERRORS)
         options.setdefault("retry", Retry(NoBackoff(), 0))
         options.setdefault("socket_connect_timeout", 5)
         options.setdefault("socket_timeout", DEFAULT_SOCKET_TIMEOUT_S)
@@ -350,6 +328,41 @@ class Connector:
         except Exception as exc:
             raise translate_error(exc) from exc
         return [translate_error(r) if isinstance(r, Exception) else r for r in replies]
+
+    def run_then(self, call: Call, command: tuple[Any, ...]) -> tuple[Any, Any]:
+        """``call``, then ``command`` on the same connection, in one round trip.
+
+        For WAIT and WAITAOF, which wait for the writes of their own connection.
+        The script's reply is ``run``'s (a failed script raises its typed error); the
+        command's is returned, an error reply as its typed exception (the script ran).
+        On NOSCRIPT the script is loaded and both are sent again. On a cluster a call
+        that meets MOVED/ASK (its slot is moving) did not run: ServerUnavailable.
+        """
+        try:
+            loaded = self._loaded.get(call.script.sha, 0)
+            replies = self._on_one_connection([_evalsha(call), command], call.keys[0])
+            if isinstance(replies[0], NoScriptError):
+                self._reload(call.script, loaded)
+                replies = self._on_one_connection([_evalsha(call), command], call.keys[0])
+        except Exception as exc:
+            raise translate_error(exc) from exc
+        if isinstance(replies[0], redis.exceptions.AskError):  # ASK, and MOVED (a subclass)
+            raise ServerUnavailable(f"the slot of {call.keys[0]} is moving: {replies[0]}")
+        if isinstance(replies[0], Exception):
+            raise translate_error(replies[0])
+        after = replies[1]
+        return replies[0], translate_error(after) if isinstance(after, Exception) else after
+
+    def _on_one_connection(self, commands: Sequence[tuple[Any, ...]], key: str) -> list[Any]:
+        if self._connections is not None:
+            return self._connections.call(lambda conn: _exchange_commands(conn, commands))
+        client = self.client
+        if self.is_cluster:  # the node that serves the key, on one of its connections
+            client = self.client.get_node_from_key(key).redis_connection
+        pipe = client.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        return pipe.execute(raise_on_error=False)
 
     def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
         if self._connections is not None:
@@ -428,8 +441,12 @@ def _exchange(conn: Any, command: tuple[Any, ...]) -> Any:
 
 
 def _exchange_many(conn: Any, calls: Sequence[Call]) -> list[Any]:
-    conn.send_packed_command(conn.pack_commands([_evalsha(call) for call in calls]))
-    return [_reply(conn) for _ in calls]
+    return _exchange_commands(conn, [_evalsha(call) for call in calls])
+
+
+def _exchange_commands(conn: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+    conn.send_packed_command(conn.pack_commands(commands))
+    return [_reply(conn) for _ in commands]
 
 
 def _evalsha(call: Call) -> tuple[Any, ...]:

@@ -85,6 +85,20 @@ class ServerOutOfMemory(EchoMQError):
     """The server refused a write (maxmemory reached with noeviction); nothing was written."""
 
 
+class NotDurable(EchoMQError):
+    """An enqueue ran on the primary, but the durability asked for (DURABLE_ENQUEUE:
+    replicas, the AOF fsync) was not confirmed in time.
+
+    The job may or may not exist after a failover or a crash: look it up by id
+    (``job_ids``) before enqueueing it again, or enqueue with an idempotency key,
+    which makes sending it twice safe.
+    """
+
+    def __init__(self, message: str, job_ids: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.job_ids = job_ids
+
+
 class CorruptRow(EchoMQError):
     """A row that cannot be read as a job (missing or ill-typed fields)."""
 

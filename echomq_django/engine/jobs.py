@@ -229,11 +229,10 @@ class Job:
         """Read a row given as its ``ROW_FIELDS`` values in order (None: absent), as the
         claim script returns it: no field names on the wire, no dict per claimed job.
 
-        Bytes that are not UTF-8 arrive as lone surrogates (the connector decodes with
-        ``surrogateescape``, so a reply never fails to parse): such a field makes the
-        row ``CorruptRow``, naming it, instead of text the task would choke on.
+        Bytes that are not UTF-8 arrive escaped (``connector.READ_ERRORS``): such text
+        is no job's valid payload, task path or number, so the row is refused by
+        whoever reads that field (``CorruptRow`` here for a number).
         """
-        _check_text(values)
         job_id, state, payload = values[_ID], values[_STATE], values[_PAYLOAD]
         for name, value in (("id", job_id), ("state", state), ("payload", payload)):
             if value is None:
@@ -290,16 +289,6 @@ ROW_FIELDS = (
 ) = range(12)  # fmt: skip
 _INT_FIELDS = ROW_FIELDS[12:]  # the integer fields, priority .. run
 _ATTEMPTS = ROW_FIELDS.index("attempts")
-
-
-def _check_text(values: Sequence[str | None]) -> None:
-    """``CorruptRow`` naming the first field holding bytes that are not UTF-8."""
-    for name, value in zip(ROW_FIELDS[:12], values):  # int() refuses surrogates itself
-        if value is not None and not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise CorruptRow(f"field {name!r} holds bytes that are not UTF-8") from None
 
 
 def _ints(values: Sequence[str | None]) -> dict[str, int | None]:

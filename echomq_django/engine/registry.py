@@ -49,7 +49,11 @@ class WorkerInfo:
 
     @classmethod
     def from_fields(cls, worker_id: str, fields: dict[str, str]) -> WorkerInfo:
-        """Read a HASH written by ``to_fields``; ``ValueError`` if it cannot be one."""
+        """Read a HASH written by ``to_fields``; ``ValueError`` if it cannot be one.
+
+        The HASH is server data anyone with write access can plant: every field is
+        checked, so what a reader gets can be shown (a time a datetime can hold).
+        """
         try:
             queues = json.loads(fields["queues"])
             running = json.loads(fields["running"])
@@ -62,11 +66,24 @@ class WorkerInfo:
                 queues=[str(q) for q in queues],
                 concurrency=int(fields["concurrency"]),
                 running=[str(j) for j in running],
-                started_at=float(fields["started_at"]),
-                last_seen=float(fields["last_seen"]),
+                started_at=_unix_seconds(fields["started_at"]),
+                last_seen=_unix_seconds(fields["last_seen"]),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"worker entry {worker_id!r} is incomplete: {exc}") from None
+        except RecursionError:
+            raise ValueError(f"worker entry {worker_id!r} nests its JSON too deeply") from None
+
+
+# The latest time a worker entry may carry (year 2286): any datetime can show it.
+_LATEST_S = 1e10
+
+
+def _unix_seconds(text: str) -> float:
+    value = float(text)
+    if not 0 <= value < _LATEST_S:  # also false for nan
+        raise ValueError(f"{text[:40]!r} is not a Unix time in seconds")
+    return value
 
 
 def heartbeat(connector: Connector, info: WorkerInfo, ttl_s: float = DEFAULT_TTL_S) -> None:

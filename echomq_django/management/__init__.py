@@ -58,18 +58,45 @@ def count_arg(value: str) -> int:
     return number
 
 
-def setup_logging(verbosity: int) -> None:
-    """Send the ``echomq`` loggers to stderr unless the project's LOGGING already did.
+def printable(text: object, keep: str = "\n") -> str:
+    """``text`` with each control or format character shown as its escape (``\\x1b``).
 
-    ``-v 0`` shows warnings only, ``-v 1`` (the default) one line per job, ``-v 2`` debug.
+    Row fields, exception messages and registry entries are data anyone with write
+    access (or any task) can fill: printed raw, an ESC sequence clears the
+    operator's screen or forges a hyperlink, a CR or a bidi override rewrites what
+    a line seems to say. Only the characters in ``keep`` pass as they are.
+    """
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(
+        ch if ch.isprintable() or ch in keep else ch.encode("unicode_escape").decode()
+        for ch in text
+    )
+
+
+class PrintableFormatter(logging.Formatter):
+    """Log lines (tracebacks too) with control characters escaped, as ``printable``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))
+
+
+def setup_logging(verbosity: int) -> None:
+    """Log to stderr, control characters escaped, unless the project's LOGGING already does.
+
+    ``-v 0`` shows the ``echomq`` loggers' warnings only, ``-v 1`` (the default) one
+    line per job, ``-v 2`` debug. The handler goes on the root logger, so that other
+    loggers of the process (django-tasks logs a failed task's traceback) are escaped
+    too instead of reaching Python's last-resort handler raw.
     """
     echomq = logging.getLogger("echomq")
     echomq.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
-    if not echomq.handlers and not logging.getLogger().handlers:
+    root = logging.getLogger()
+    if not echomq.handlers and not root.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(LOG_FORMAT))
-        echomq.addHandler(handler)
-        echomq.propagate = False
+        handler.setFormatter(PrintableFormatter(LOG_FORMAT))
+        root.addHandler(handler)
 
 
 def on_stop_signals(stop: Callable[[], None], logger: logging.Logger) -> None:

@@ -152,7 +152,7 @@ def test_job_detail_shows_everything(jobs, superuser):
     assert "worker-1" in page and "worker-2" in page  # one worker id per attempt
     assert len(response.context["errors"]) == 2 and page.count("raise PaymentDeclined") == 2
     assert "<strong>2</strong> of 2" in page and "(token 2)" in page  # counted of max attempts
-    times = dict(response.context["times"])
+    times = {label: at for label, at, _ in response.context["times"]}
     assert times["Enqueued"] <= times["First started"] <= times["Finished"]
     assert times["Due"] is None and times["Lease deadline"] is None  # a dead job holds no lease
 

@@ -88,12 +88,12 @@ def echomq_cmd(*args: str) -> Output:
 
 
 def manage_py(
-    *args: str, url: str, wait: bool = True, **kwargs: Any
+    *args: str, url: str, wait: bool = True, settings: str = "tests.settings", **kwargs: Any
 ) -> subprocess.CompletedProcess | subprocess.Popen:
     """``python -m django ARGS`` in a child process with the test settings aimed at ``url``."""
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DJANGO_SETTINGS_MODULE": settings,
         "ECHOMQ_TEST_URL": url,
         "PYTHONPATH": str(ROOT),
         "COLUMNS": "120",

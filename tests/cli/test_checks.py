@@ -6,6 +6,7 @@ import copy
 
 import pytest
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
@@ -19,6 +20,7 @@ from echomq_django.checks import (
 )
 from echomq_django.embedded import free_port
 from echomq_django.engine.connector import Connector
+from tests.django.tasks import echo
 
 BACKEND = "echomq_django.backends.EchoMQBackend"
 
@@ -171,8 +173,26 @@ def test_aof_on_and_noeviction_gives_no_warning(aof_server):
     assert findings_of(aof_server) == []
 
 
-def test_rdb_snapshots_alone_count_as_persistence(rdb_server):
-    assert findings_of(rdb_server) == []
+def test_rdb_snapshots_alone_are_a_warning(rdb_server):
+    connector = Connector.from_url(rdb_server.url)
+    [finding] = server_findings(connector)
+    connector.close()
+    assert finding.id == "echomq.W013"
+    assert (
+        "RDB snapshots only (save '3600 1')" in finding.message and "appendonly yes" in finding.hint
+    )
+
+
+@pytest.mark.parametrize("value", ["no", "yes", 1, 0, None, "outbox", [True]])
+def test_enqueue_on_commit_takes_true_or_false_only(good_settings, value):
+    good_settings.TASKS["default"]["OPTIONS"] = {"ENQUEUE_ON_COMMIT": value}
+    [message] = backend_messages(good_settings)
+    assert message.id == "echomq.E006" and "ENQUEUE_ON_COMMIT must be False or True" in message.msg
+    with pytest.raises(ImproperlyConfigured, match="ENQUEUE_ON_COMMIT"):
+        echo.enqueue("never sent")
+    for value in (True, False):
+        good_settings.TASKS["default"]["OPTIONS"] = {"ENQUEUE_ON_COMMIT": value}
+        assert backend_messages(good_settings) == []
 
 
 def test_an_evicting_memory_policy_is_a_warning(lru_server):

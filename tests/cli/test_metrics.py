@@ -6,6 +6,7 @@ import re
 import time
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.urls import resolve
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -152,12 +153,20 @@ def test_without_a_token_configured_no_bearer_gets_in(client, echomq):
 
 
 @pytest.mark.django_db
-def test_staff_users_read_it_and_other_users_do_not(client, echomq, django_user_model):
+def test_staff_users_with_view_queue_read_it_and_other_users_do_not(
+    client, echomq, django_user_model
+):
     user = django_user_model.objects.create_user("op", password="pw")
     client.force_login(user)
     assert client.get(URL).status_code == 403
     user.is_staff = True
     user.save()
+    assert client.get(URL).status_code == 403, "staff without echomq.view_queue"
+    user.user_permissions.add(
+        Permission.objects.get(content_type__app_label="echomq", codename="view_queue")
+    )
+    user = django_user_model.objects.get(pk=user.pk)  # a fresh permission cache
+    client.force_login(user)
     assert client.get(URL).status_code == 200
 
 

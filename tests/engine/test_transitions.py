@@ -115,9 +115,10 @@ def test_a_revived_dead_job_holds_its_idempotency_key_again_unless_taken(jobs):
     c = claim_one(jobs)  # dead again; this time another job takes the key meanwhile
     jobs.retry(QUEUE, c.id, c.token, error=error_json(), summary="x", give_up=True)
     newer = jobs.enqueue(QUEUE, new(idempotency_key="k")).id
-    jobs.retry_dead(QUEUE, [revived])
+    assert jobs.retry_dead(QUEUE, [revived]).moved == 0  # refused: one key, one live job
     assert jobs.enqueue(QUEUE, new(idempotency_key="k")).id == newer  # never stolen
-    assert assert_one_place(jobs) == {revived: "pending", newer: "pending"}
+    assert assert_one_place(jobs) == {revived: "dead", newer: "pending"}
+    assert jobs.get(QUEUE, revived).last_error.endswith(f"held by live job {newer}")
 
 
 # -- claim --------------------------------------------------------------------------------

@@ -10,6 +10,8 @@
     echomq workers                                  live workers of the registry
 
 Every subcommand takes ``--json``: one JSON document on stdout, nothing else.
+Data is printed as data: nothing is read as rich markup or emoji codes, and
+control characters (an ESC in an exception message) are shown escaped.
 A bad queue name or job id, an unknown job, an unreachable server: a
 ``CommandError`` and a non-zero exit status. Bulk operations run as bounded
 script calls (``--batch`` jobs each) and show a progress bar between them.
@@ -42,7 +44,7 @@ from echomq_django.engine.errors import EchoMQError, ServerUnavailable
 from echomq_django.engine.jobs import SWEEP_LIMIT, Job, QueueStats, Sweep
 from echomq_django.engine.keyspace import STATES, validate_job_id
 from echomq_django.engine.registry import WorkerInfo, list_workers
-from echomq_django.management import count_arg, queue_arg, seconds_arg
+from echomq_django.management import count_arg, printable, queue_arg, seconds_arg
 from echomq_django.metrics import COUNTERS, known_queues, queue_stats
 
 PURGEABLE = ("completed", "dead")
@@ -114,6 +116,8 @@ class Command(BaseCommand):
         self.console = Console(
             file=self.stdout,
             highlight=False,
+            markup=False,  # row text like "[/]" or "[link=...]" is data, never markup
+            emoji=False,
             no_color=options["no_color"],
             force_terminal=options["force_color"] or None,
         )
@@ -122,9 +126,11 @@ class Command(BaseCommand):
             action(**options)
         except (ServerUnavailable, redis.ConnectionError, redis.TimeoutError) as exc:
             url = conf.get_settings().safe_url
-            raise CommandError(f"cannot reach the EchoMQ server at {url}: {exc}") from exc
+            raise CommandError(
+                printable(f"cannot reach the EchoMQ server at {url}: {exc}")
+            ) from exc
         except (EchoMQError, redis.RedisError) as exc:
-            raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+            raise CommandError(printable(f"{type(exc).__name__}: {exc}")) from exc
 
     def emit_json(self, document: Any) -> None:
         self.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
@@ -174,7 +180,7 @@ class Command(BaseCommand):
             where = ", ".join(searched) or "(no queue known)"
             raise CommandError(f"job {job_id} is in none of the queues searched: {where}")
         if as_json:
-            self.emit_json({**dataclasses.asdict(job), "errors": job.error_list})
+            self.emit_json({**dataclasses.asdict(job), "errors": _errors(job)})
         else:
             self.console.print(job_view(job))
 
@@ -340,13 +346,20 @@ def job_view(job: Job, payload_limit: int = 1000) -> Table:
     table.add_column("value", overflow="fold")
     for name, value in rows:
         if value:
-            table.add_row(name, value)
-    for number, error in enumerate(job.error_list, 1):
-        table.add_row(
-            f"error {number}",
-            f"{error.get('exception_class_path', '?')}\n{error.get('traceback', '')}".rstrip(),
-        )
+            table.add_row(name, printable(value))
+    for number, error in enumerate(_errors(job), 1):
+        text = f"{error.get('exception_class_path', '?')}\n{error.get('traceback', '')}"
+        table.add_row(f"error {number}", printable(text.rstrip()))
     return table
+
+
+def _errors(job: Job) -> list[dict[str, Any]]:
+    """The row's errors; the raw text as one entry when they cannot be parsed."""
+    try:
+        errors = job.error_list
+    except RecursionError:  # planted JSON nested past what the parser takes
+        errors = [{"exception_class_path": "?", "traceback": job.errors}]
+    return [e if isinstance(e, dict) else {"traceback": str(e)} for e in errors]
 
 
 def ping_view(report: dict[str, Any]) -> Table:
@@ -355,10 +368,12 @@ def ping_view(report: dict[str, Any]) -> Table:
     cache = f"{len(report['scripts']) - len(missing)}/{len(report['scripts'])} scripts cached"
     if missing:
         cache += f"; not yet loaded (on first use): {', '.join(missing)}"
-    table = Table(title=f"EchoMQ server {report['url']}", show_header=False)
+    table = Table(title=printable(f"EchoMQ server {report['url']}"), show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
-    table.add_row("server", f"{report['product']} {report['version']} ({report['mode']})")
+    table.add_row(
+        "server", printable(f"{report['product']} {report['version']} ({report['mode']})")
+    )
     table.add_row(
         "round trip",
         f"min {rtt['min']:.3f} ms · median {rtt['median']:.3f} ms · max {rtt['max']:.3f} ms"
@@ -384,9 +399,9 @@ def workers_view(workers: Sequence[WorkerInfo], now: float) -> Table:
     for w in sorted(workers, key=lambda w: w.id):
         table.add_row(
             w.id,
-            w.host,
+            printable(w.host),
             str(w.pid),
-            ", ".join(w.queues),
+            printable(", ".join(w.queues)),
             f"{len(w.running)}/{w.concurrency}",
             _ago(now - w.started_at),
             f"{_ago(now - w.last_seen)} ago",

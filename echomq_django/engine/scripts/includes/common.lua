@@ -83,13 +83,19 @@ local function release_idempotency(jk, id, digest)
   end
 end
 
--- A dead job revived takes its key again, unless a job enqueued since holds it
--- (SET NX: never stolen from a live job, and no WRONGTYPE on a planted key).
+-- A dead job revived takes its key again. When a job enqueued since holds it, the
+-- revival is refused (two live jobs must never share one key): the holder's id is
+-- returned and nothing is written. nil: the key is this job's now (or it has none).
+-- SET NX and pcall: never stolen from a live job, no WRONGTYPE on a planted key.
 local function hold_idempotency(jk, id)
   local digest = redis.call('HGET', jk, 'idem')
   if digest and digest ~= '' then
-    redis.call('SET', base .. 'idem:' .. digest, id, 'NX')
+    local idem = base .. 'idem:' .. digest
+    local holder = redis.pcall('GET', idem)
+    if type(holder) == 'string' and holder ~= id then return holder end
+    redis.call('SET', idem, id, 'NX')
   end
+  return nil
 end
 
 local function used_attempts(jk)

@@ -1,0 +1,227 @@
+"""What the admin's pages show of a row: times, JSON, payloads, list entries, workers.
+
+A row is data anyone with write access to the server can change, so each helper
+here turns what it cannot show (a time no datetime holds, JSON nested past what
+the parser takes, a member no job id can be) into something a page can say,
+never into an exception.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from . import admin_chart
+from .engine.errors import InvalidJobId
+from .engine.jobs import Job
+from .engine.keyspace import validate_job_id
+from .engine.registry import WorkerInfo
+from .payload import Payload, PayloadError
+
+
+def from_us(value: object) -> datetime | None:
+    """A row's ``*_at`` field (server µs) as an aware datetime; None if absent or bad."""
+    return moment(value, 1e6)
+
+
+def from_ms(value: object) -> datetime | None:
+    """A row's ``*_ms`` field or ``lease_deadline`` (server ms) as an aware datetime."""
+    return moment(value, 1e3)
+
+
+def moment(value: object, per_second: float) -> datetime | None:
+    """None when absent, not a number, or past what a datetime holds (a due time of 2**52 ms)."""
+    number = int_or_none(value)
+    if number is None:
+        return None
+    try:
+        return datetime.fromtimestamp(number / per_second, tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def bad_time(value: object, per_second: float) -> str:
+    """Why a stored time cannot be shown ("" when it can, or when there is none)."""
+    if value in (None, "") or moment(value, per_second) is not None:
+        return ""
+    return f"not a time: {str(value)[:40]}"
+
+
+def int_or_none(value: object) -> int | None:
+    """A row field as an int; None when it is absent or not a number (a row is data)."""
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value)) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def pretty(value: Any) -> str:
+    """JSON for people: one line when it is short, else indented."""
+    line = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if len(line) <= 48:
+        return line
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def pretty_json(raw: str | None) -> tuple[str, bool]:
+    """(text, parsed): ``pretty`` JSON when ``raw`` parses, else ``raw`` unchanged."""
+    if raw is None:
+        return "", False
+    try:
+        return pretty(json.loads(raw)), True
+    except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes
+        return raw, False
+
+
+def error_list(job: Job) -> list[dict[str, Any]]:
+    """The row's errors; one entry holding the raw text when they cannot be parsed."""
+    try:
+        return job.error_list
+    except RecursionError:  # planted JSON nested past what the parser takes
+        return [{"exception_class_path": "?", "traceback": job.errors}]
+
+
+@dataclass(frozen=True, slots=True)
+class ShownPayload:
+    """The backend's payload as the detail page shows it; a corrupt one still renders."""
+
+    task: str
+    args: str  # pretty JSON
+    kwargs: str
+    options: str  # the other keys (backend, takes_context...), pretty JSON
+    raw: str  # the payload as stored (pretty when it is JSON), when it cannot be read
+    problem: str  # why the backend could not read it ("" if it can)
+
+    @classmethod
+    def of(cls, raw: str) -> ShownPayload:
+        try:
+            payload = Payload.loads(raw)
+        except PayloadError as exc:
+            return cls("", "", "", "", pretty_json(raw)[0], str(exc))
+        options = {
+            "backend": payload.backend,
+            "takes_context": payload.takes_context,
+            "idempotency_key": payload.idempotency_key,
+        }
+        return cls(
+            task=payload.task,
+            args=pretty(payload.args),
+            kwargs=pretty(payload.kwargs),
+            options=pretty(options),
+            raw="",
+            problem="",
+        )
+
+
+def _counted_attempts(fields: dict[str, str | None]) -> int | None:
+    """The row's attempts minus its refunds, as ``Job.counted_attempts`` (None without a row)."""
+    attempts = int_or_none(fields.get("attempts"))
+    return None if attempts is None else attempts - (int_or_none(fields.get("refunds")) or 0)
+
+
+@dataclass(frozen=True, slots=True)
+class ListedJob:
+    """One entry of a place's sorted set with the row fields a list shows."""
+
+    id: str
+    task: str
+    priority: int | None
+    attempts: int | None  # counted against max_attempts: the token minus the refunds
+    max_attempts: int | None
+    enqueued: datetime | None
+    started: datetime | None
+    finished: datetime | None
+    due: datetime | None
+    lease_deadline: datetime | None
+    worker: str
+    last_error: str
+    missing: bool  # the set names a job whose row is gone (trimmed or deleted meanwhile)
+    linked: bool  # False for a member no job id can be (planted): it has no page
+    problems: tuple[str, ...]  # what of the row cannot be shown (a time out of range...)
+
+    @classmethod
+    def from_fields(cls, job_id: str, fields: dict[str, str | None]) -> ListedJob:
+        problems = [
+            f"{name} {why}"
+            for name, scale in TIME_FIELDS.items()
+            if (why := bad_time(fields.get(name), scale))
+        ]
+        try:
+            validate_job_id(job_id)
+            linked = True
+        except InvalidJobId:
+            linked = False
+            problems.insert(0, f"“{job_id[:80]}” is not a job id")
+        return cls(
+            id=job_id,
+            task=fields.get("task") or "",
+            priority=int_or_none(fields.get("priority")),
+            attempts=_counted_attempts(fields),
+            max_attempts=int_or_none(fields.get("max_attempts")),
+            enqueued=from_us(fields.get("enqueued_at")),
+            started=from_us(fields.get("started_at")),
+            finished=from_us(fields.get("finished_at")),
+            due=from_ms(fields.get("due_ms")),
+            lease_deadline=from_ms(fields.get("lease_deadline")),
+            worker=fields.get("worker") or "",
+            last_error=fields.get("last_error") or "",
+            missing=all(v is None for v in fields.values()),
+            linked=linked,
+            problems=tuple(problems),
+        )
+
+
+# The row's time fields and their units per second (µs for *_at, ms for the others).
+TIME_FIELDS = {
+    "enqueued_at": 1e6, "started_at": 1e6, "last_attempted_at": 1e6, "finished_at": 1e6,
+    "due_ms": 1e3, "lease_deadline": 1e3,
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class StateCount:
+    state: str
+    count: int
+    url: str  # the list of this place
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSummary:
+    """A dashboard row: one queue's places, and its last hour of throughput."""
+
+    name: str
+    counts: list[StateCount]
+    spark: admin_chart.Sparkline
+    completed: int
+    failed: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    """A live worker from the registry, with its times as datetimes for the page."""
+
+    id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    running: list[str]
+    started: datetime
+    last_seen: datetime
+
+    @classmethod
+    def of(cls, info: WorkerInfo) -> WorkerRow:
+        return cls(
+            id=info.id,
+            host=info.host,
+            pid=info.pid,
+            queues=list(info.queues),
+            concurrency=info.concurrency,
+            running=list(info.running),
+            started=datetime.fromtimestamp(info.started_at, tz=UTC),  # the registry checked
+            last_seen=datetime.fromtimestamp(info.last_seen, tz=UTC),  # both are in range
+        )
