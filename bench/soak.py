@@ -62,6 +62,7 @@ class Options:
     jobs: int
     workers: int
     threads: int
+    processes: int
     reapers: int
     minutes: float
     lease: float
@@ -85,6 +86,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--jobs", type=int, default=100_000)
     p.add_argument("--workers", type=int, default=4, help="runworker processes")
     p.add_argument("--threads", type=int, default=4, help="--concurrency of each worker")
+    p.add_argument(
+        "--processes", type=int, default=0, help="--processes of each worker (0: threads only)"
+    )
     p.add_argument("--reapers", type=int, default=2, help="runreaper processes")
     p.add_argument("--minutes", type=float, default=10.0, help="time budget of the whole run")
     p.add_argument("--lease", type=float, default=1.0, help="job lease in seconds")
@@ -148,6 +152,7 @@ class Fleet:
         name = f"soak-{slot}-{self.generation}"
         proc = self._spawn(
             ["runworker", QUEUE, "--concurrency", str(self.opts.threads),
+             "--processes", str(self.opts.processes),
              "--lease", str(self.opts.lease), "--name", name, "--grace", "5", "-v", "0"],
             f"{name}.log",
         )  # fmt: skip

@@ -216,7 +216,10 @@ def loaded_tasks(modules: Iterable[str]) -> list[Task]:
     from .payload import discover_tasks
 
     modules = tuple(modules)
-    discover_tasks(modules)
+    try:
+        discover_tasks(modules)
+    except Exception:  # a task module that cannot import here (e.g. a queue these settings
+        pass  # lack) enqueues nothing either: look at the tasks that did load
     names = [f"{app.name}.tasks" for app in apps.get_app_configs()] + list(modules)
     found: list[Task] = []
     for name in dict.fromkeys(names):

@@ -213,8 +213,8 @@ class Job:
     def error_list(self) -> list[dict[str, Any]]:
         try:
             errors = json.loads(self.errors or "[]")
-        except ValueError:
-            return [{"exception_class_path": "?", "traceback": self.errors}]
+        except (ValueError, RecursionError):  # planted text, or JSON nested past any reason
+            return [{"exception_class_path": "?", "traceback": self.errors[:10_000]}]
         return errors if isinstance(errors, list) else []
 
     @classmethod
@@ -814,7 +814,7 @@ class Jobs:
             script.load("stats"), [*(keys.state_set(s) for s in STATES), keys.metrics]
         )
         counts = dict(zip(STATES, (int(n) for n in reply[1:6])))
-        metrics = {k: int(v) for k, v in _pairs(reply[6]).items() if v.lstrip("-").isdigit()}
+        metrics = {k: n for k, v in _pairs(reply[6]).items() if (n := _counter(v)) is not None}
         return QueueStats(queue, int(reply[0]), counts, metrics)
 
     def throughput(self, queue: str, minutes: int = 60) -> list[tuple[int, int, int]]:
@@ -831,7 +831,7 @@ class Jobs:
         for minute in span:
             pipe.hmget(keys.throughput(minute), "completed", "failed")
         return [
-            (minute, int(done or 0), int(failed or 0))
+            (minute, _counter(done) or 0, _counter(failed) or 0)
             for minute, (done, failed) in zip(span, _plain(pipe.execute))
         ]
 
@@ -858,6 +858,16 @@ class Jobs:
             PageEntry(e[0], float(e[1]), dict(zip(fields, e[2:], strict=False))) for e in reply[1:]
         ]
         return Page(int(reply[0]), entries)
+
+
+def _counter(value: str | None) -> int | None:
+    """A counter as the scripts write it (an integer), or None for planted text."""
+    if value is None or not value.isascii():
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
 
 
 def _batches(items: Sequence[T], size: Callable[[T], int]) -> list[list[T]]:

@@ -13,14 +13,25 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_small_chaos_soak_audits_clean(tmp_path, server):
+@pytest.mark.parametrize(
+    "fleet",
+    [
+        ["--jobs", "2500", "--workers", "2", "--threads", "4"],
+        # Supervisors of two children each: SIGKILLs hit the supervisor, whose children
+        # die with it; SIGSTOPs freeze it while its children run on.
+        ["--jobs", "1500", "--workers", "2", "--threads", "2", "--processes", "2"],
+    ],
+    ids=["threads", "processes"],
+)
+def test_small_chaos_soak_audits_clean(tmp_path, server, fleet):
     report = tmp_path / "audit.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "soak.py"),
-         "--jobs", "2500", "--workers", "2", "--threads", "4", "--reapers", "2",
+        [sys.executable, str(ROOT / "bench" / "soak.py"), *fleet, "--reapers", "2",
          "--minutes", "3", "--lease", "0.5", "--kill-every", "2", "--term-every", "3", "--pause-every", "4", "--cut-every", "1",
          "--binary", server.binary, "--out", str(tmp_path / "run"), "--json", str(report)],
         cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,

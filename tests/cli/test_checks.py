@@ -183,7 +183,7 @@ def test_rdb_snapshots_alone_are_a_warning(rdb_server):
     )
 
 
-@pytest.mark.parametrize("value", ["no", "yes", 1, 0, None, "outbox", [True]])
+@pytest.mark.parametrize("value", ["no", "yes", 1, 0, None, "Outbox", [True]])
 def test_enqueue_on_commit_takes_true_or_false_only(good_settings, value):
     good_settings.TASKS["default"]["OPTIONS"] = {"ENQUEUE_ON_COMMIT": value}
     [message] = backend_messages(good_settings)

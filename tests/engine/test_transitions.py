@@ -8,7 +8,13 @@ import time
 
 import pytest
 
-from echomq_django.engine.errors import JobExists, JobNotFound, StaleToken, WrongState
+from echomq_django.engine.errors import (
+    CancelRequested,
+    JobExists,
+    JobNotFound,
+    StaleToken,
+    WrongState,
+)
 from echomq_django.engine.jobs import DEFAULT_LEASE_MS
 from echomq_django.engine.keyspace import QueueKeys
 
@@ -415,7 +421,7 @@ def test_run_now_moves_a_scheduled_job_to_pending(jobs):
         jobs.run_now(QUEUE, "01890a5d-ac96-774b-bcce-b302099a8057")
 
 
-def test_cancel_sends_pending_or_scheduled_to_dead_only(jobs):
+def test_cancel_sends_waiting_jobs_to_dead_and_flags_running_ones(jobs):
     p = jobs.enqueue(QUEUE, new()).id
     s = jobs.enqueue(QUEUE, new(due_ms=server_ms(jobs) + 60_000)).id
     jobs.cancel(QUEUE, p)
@@ -426,10 +432,13 @@ def test_cancel_sends_pending_or_scheduled_to_dead_only(jobs):
     assert assert_one_place(jobs) == {p: "dead", s: "dead"}
     assert jobs.stats(QUEUE).metrics["cancelled"] == 2
     a = jobs.enqueue(QUEUE, new()).id
-    claim_one(jobs)
-    for job_id in (a, p):  # active and dead jobs cannot be cancelled
-        with pytest.raises(WrongState):
-            jobs.cancel(QUEUE, job_id)
+    c = claim_one(jobs)
+    assert jobs.cancel(QUEUE, a, "stop it") == "cancelling"  # its worker stops it
+    assert jobs.get(QUEUE, a).state == "active"
+    with pytest.raises(CancelRequested, match="stop it"):  # its next renewal says so
+        jobs.extend(QUEUE, a, c.token, 1000)
+    with pytest.raises(WrongState):  # a finished job cannot be cancelled
+        jobs.cancel(QUEUE, p)
 
 
 # -- retry_dead / delete / trim -------------------------------------------------------------

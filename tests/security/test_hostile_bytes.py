@@ -80,12 +80,6 @@ def test_arguments_nested_20000_deep_are_refused_and_nothing_is_written(echomq, 
     assert echomq.dbsize() == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/jobs.py (the lead's): Jobs.stats keeps a metrics value when "
-    "v.lstrip('-').isdigit(), true for '²', which int() refuses; Jobs.throughput "
-    "int()s the per-minute counters unchecked. Drop this mark with that fix.",
-)
 def test_counters_no_script_wrote_do_not_break_stats_or_throughput(echomq):
     jobs = conf.get_jobs()
     echo.enqueue("x")

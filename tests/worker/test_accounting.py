@@ -20,7 +20,7 @@ from echomq_django.engine.jobs import ROW_FIELDS, Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.reaper import Reaper
 from echomq_django.engine.script import load
-from echomq_django.engine.worker import Success, Worker
+from echomq_django.engine.worker import Failure, Success, Worker, error_json
 from tests.chaos.proxy import Fault, FaultProxy
 from tests.worker.conftest import wait_until
 
@@ -128,37 +128,47 @@ def test_lost_replies_cost_no_job_an_attempt_nor_a_lease(valkey_jobs, proxy, scr
         assert int(c.fields["attempts"] or 0) - int(c.fields["refunds"] or 0) == 1
 
 
-# Fields the claim rewrites before anyone reads them: a byte planted there is repaired.
-REPAIRED = {"id", "state", "worker", "lease_deadline", "run"}
+# Fields read as data before the task runs: a planted byte there must end the row.
+READ_AS_DATA = {"payload", "priority", "attempts", "refunds", "max_attempts", "lease_ms",
+                "enqueued_at", "started_at", "last_attempted_at", "finished_at", "due_ms",
+                "result_ttl_ms", "timeout_ms", "crashes"}  # fmt: skip
+
+
+def parse_payload(claimed):
+    """What every real handler does first (the Django layer's payload check): a payload
+    that is not JSON is refused for good, not retried."""
+    try:
+        json.loads(claimed.job.payload)
+    except ValueError:
+        return Failure(error_json("x.PayloadError", "not JSON"), "PayloadError: not JSON", False)
+    return Success("1")
 
 
 @pytest.mark.parametrize("field", ROW_FIELDS)
 def test_a_non_utf8_byte_in_any_field_ends_that_row_alone(valkey_jobs, field):
-    """One row with byte 0xff in ``field`` among healthy ones: that row ends dead with its
-    reason (or, for a field the claim rewrites, runs as usual); the others complete;
-    the worker keeps serving and stops cleanly."""
+    """One row with byte 0xff in ``field`` among healthy ones: the reply still parses (the
+    byte comes back escaped), so the batch is not lost; a row whose data cannot be read
+    ends dead with its reason; the others complete; the worker keeps serving."""
     jobs = valkey_jobs
     ids = [jobs.enqueue("q", NewJob(payload=json.dumps(i))).id for i in range(6)]
     planted = ids[2]
-    jobs.connector.client.hset(QueueKeys.of("q").job(planted), field, b"ok\xff")
-    ran: list[str] = []
-    worker = Worker(
-        jobs, ["q"], lambda c: ran.append(c.id) or Success("1"), concurrency=2, burst=True
-    )
+    key = QueueKeys.of("q").job(planted)
+    jobs.connector.client.hset(key, field, b'{"a": "\xff"}' if field == "payload" else b"1\xff")
+    worker = Worker(jobs, ["q"], parse_payload, concurrency=2, burst=True)
     stats = worker.run()
     assert worker.fatal is None
     for job_id in ids:
         if job_id != planted:
             assert jobs.connector.client.hget(QueueKeys.of("q").job(job_id), "state") == "completed"
-    state = jobs.connector.client.hget(QueueKeys.of("q").job(planted), "state")
-    last_error = jobs.connector.client.hget(QueueKeys.of("q").job(planted), "last_error") or ""
-    if field in REPAIRED:
-        assert state in ("completed", "dead"), state
-    else:
+    state = jobs.connector.client.hget(key, "state")
+    last_error = jobs.connector.client.hget(key, "last_error") or ""
+    if field in READ_AS_DATA:
         assert state == "dead", (state, last_error)
-        assert planted not in ran, "the task ran on a row it could not read"
-        assert "CorruptRow" in last_error, last_error
-        assert field in last_error or field == "attempts", last_error
+        assert "CorruptRow" in last_error or "PayloadError" in last_error, last_error
+        if "CorruptRow" in last_error and field != "attempts":
+            assert field in last_error, last_error
+    else:
+        assert state in ("completed", "dead"), state
     assert stats.completed >= 5
 
 

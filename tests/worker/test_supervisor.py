@@ -13,6 +13,8 @@ import itertools
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -154,3 +156,40 @@ def test_a_child_killed_with_sigkill_is_replaced_and_its_job_accounted(
     assert row.error_list[0]["exception_class_path"] == "echomq_django.engine.errors.WorkerCrashed"
     assert "SIGKILL" in row.error_list[0]["traceback"]
     assert worker.popen.poll() is None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("surface", ["admin", "cli"])
+def test_cancel_of_a_running_job_from_the_admin_and_the_cli(
+    valkey_jobs, valkey_url, spawn, tmp_path, surface, settings, django_user_model
+):
+    """The operator's Cancel (an admin POST with its CSRF-checked form, or `manage.py
+    echomq cancel ID`) on a job a process-mode worker is running: it is stopped, dead."""
+    jobs = valkey_jobs
+    log = tmp_path / "runs.jsonl"
+    job_id = jobs.enqueue("q", job(log=str(log), run=60)).id
+    spawn("worker", valkey_url, "q", "--processes", "1")
+    wait_until(lambda: job_id in runs(log), timeout=20)
+    if surface == "admin":
+        from django.test import Client
+
+        from echomq_django import conf
+
+        settings.ECHOMQ = {"URL": valkey_url, "QUEUES": ["q"]}
+        conf.reset()
+        client = Client()
+        client.force_login(django_user_model.objects.create_superuser("op", "op@x.org", "pw"))
+        page = client.post(f"/admin/echomq/queues/q/jobs/{job_id}/cancel/", follow=True)
+        assert "its worker stops it" in page.content.decode()
+        conf.reset()
+    else:
+        done = subprocess.run(
+            [sys.executable, "-m", "django", "echomq", "cancel", job_id, "--queue", "q"],
+            env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.worker.settings",
+                 "ECHOMQ_TEST_URL": valkey_url, "PYTHONPATH": str(Path(__file__).parents[2])},
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "its worker stops it" in done.stdout
+    wait_until(lambda: jobs.get("q", job_id).state == "dead", timeout=10)
+    assert jobs.get("q", job_id).last_error.startswith("Cancelled")

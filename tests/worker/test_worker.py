@@ -233,8 +233,8 @@ def test_a_lost_lease_is_never_completed_over_its_new_holder(jobs, start_worker,
     assert stats.completed == 1
     if notice == "on-extend":
         assert (stats.lost, stats.stale) == (1, 0)
-    else:
-        assert (stats.lost, stats.stale) == (0, 1)
+    else:  # a running job's lease is renewed every second: either may see the loss first
+        assert stats.lost + stats.stale == 1
 
 
 def test_stop_lets_a_running_job_finish_within_grace(jobs, start_worker):

@@ -19,12 +19,12 @@
 local id, jk = ARGV[1], KEYS[5]
 local state = redis.call('HGET', jk, 'state')
 if not state then return redis.error_reply('EMQNOTFOUND job ' .. id) end
+if state ~= 'pending' and state ~= 'scheduled' and state ~= 'active' then
+  return redis.error_reply('EMQSTATE job ' .. id .. ' is ' .. state .. ', not pending, scheduled or active')
+end
 if state == 'active' then
   redis.call('HSET', jk, 'cancel', ARGV[2])
   return 'cancelling'
-end
-if state ~= 'pending' and state ~= 'scheduled' then
-  return redis.error_reply('EMQSTATE job ' .. id .. ' is ' .. state .. ', not pending, scheduled or active')
 end
 redis.call('ZREM', KEYS[1], id)
 redis.call('ZREM', KEYS[2], id)

@@ -58,6 +58,24 @@ def _job_id_arg(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+# Operator actions on one job (the admin's buttons): subcommand -> help.
+JOB_ACTIONS = {
+    "cancel": "stop a job: at once if it waits, through its worker if it runs",
+    "run-now": "a scheduled job (or a retry waiting out its backoff) to pending now",
+    "delete": "remove a job and its row, whatever its state",
+}
+
+
+def _locate(jobs: Any, job_id: str, queue: str | None) -> Any:
+    """The job's row, from ``queue`` or the first known queue holding it."""
+    searched = [queue] if queue else known_queues(jobs)
+    job = next((j for q in searched if (j := jobs.get(q, job_id)) is not None), None)
+    if job is None:
+        where = ", ".join(searched) or "(no queue known)"
+        raise CommandError(f"job {job_id} is in none of the queues searched: {where}")
+    return job
+
+
 class Command(BaseCommand):
     help = "Inspect and operate EchoMQ queues: stats, inspect, retry-dead, purge, ping, workers."
 
@@ -87,6 +105,11 @@ class Command(BaseCommand):
         inspect = add("inspect", "one job's row, searched in the known queues")
         inspect.add_argument("job_id", type=_job_id_arg, metavar="JOB_ID")
         inspect.add_argument("--queue", type=queue_arg, help="look only in this queue")
+
+        for name, what in JOB_ACTIONS.items():
+            action = add(name, what)
+            action.add_argument("job_id", type=_job_id_arg, metavar="JOB_ID")
+            action.add_argument("--queue", type=queue_arg, help="look only in this queue")
 
         retry = add("retry-dead", "dead jobs back to pending with a fresh attempt budget")
         retry.add_argument("queue", type=queue_arg, metavar="QUEUE")
@@ -173,16 +196,39 @@ class Command(BaseCommand):
     # -- inspect -----------------------------------------------------------------------
 
     def do_inspect(self, job_id: str, queue: str | None, as_json: bool, **_: Any) -> None:
-        jobs = conf.get_jobs()
-        searched = [queue] if queue else known_queues(jobs)
-        job = next((j for q in searched if (j := jobs.get(q, job_id)) is not None), None)
-        if job is None:
-            where = ", ".join(searched) or "(no queue known)"
-            raise CommandError(f"job {job_id} is in none of the queues searched: {where}")
+        job = _locate(conf.get_jobs(), job_id, queue)
         if as_json:
             self.emit_json({**dataclasses.asdict(job), "errors": _errors(job)})
         else:
             self.console.print(job_view(job))
+
+    def do_cancel(self, job_id: str, queue: str | None, as_json: bool, **_: Any) -> None:
+        jobs = conf.get_jobs()
+        job = _locate(jobs, job_id, queue)
+        outcome = jobs.cancel(job.queue, job_id, "cancelled from the command line")
+        said = {
+            "dead": "cancelled: moved to dead (it can still be retried)",
+            "cancelling": "running: its worker stops it within about a second, then it is dead",
+        }[outcome]
+        self._report(job_id, job.queue, outcome, said, as_json)
+
+    def do_run_now(self, job_id: str, queue: str | None, as_json: bool, **_: Any) -> None:
+        jobs = conf.get_jobs()
+        job = _locate(jobs, job_id, queue)
+        jobs.run_now(job.queue, job_id)
+        self._report(job_id, job.queue, "pending", "moved to pending: it runs next", as_json)
+
+    def do_delete(self, job_id: str, queue: str | None, as_json: bool, **_: Any) -> None:
+        jobs = conf.get_jobs()
+        job = _locate(jobs, job_id, queue)
+        was = jobs.delete(job.queue, job_id)
+        self._report(job_id, job.queue, "deleted", f"deleted (it was {was})", as_json)
+
+    def _report(self, job_id: str, queue: str, outcome: str, said: str, as_json: bool) -> None:
+        if as_json:
+            self.emit_json({"id": job_id, "queue": queue, "outcome": outcome})
+        else:
+            self.console.print(f"job {job_id} ({queue}): {said}")
 
     # -- bulk operations -----------------------------------------------------------------
 
