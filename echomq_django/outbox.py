@@ -18,6 +18,7 @@ database's transaction.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
@@ -216,10 +217,10 @@ def loaded_tasks(modules: Iterable[str]) -> list[Task]:
     from .payload import discover_tasks
 
     modules = tuple(modules)
-    try:
+    # A task module that cannot import here (e.g. a queue these settings lack) enqueues
+    # nothing either: look at the tasks that did load.
+    with contextlib.suppress(Exception):
         discover_tasks(modules)
-    except Exception:  # a task module that cannot import here (e.g. a queue these settings
-        pass  # lack) enqueues nothing either: look at the tasks that did load
     names = [f"{app.name}.tasks" for app in apps.get_app_configs()] + list(modules)
     found: list[Task] = []
     for name in dict.fromkeys(names):
