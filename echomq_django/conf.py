@@ -9,6 +9,7 @@
         "QUEUES": ["default"],               # queues the reaper always sweeps
         "MAX_PAYLOAD": 524288,               # bytes; larger payloads are refused at enqueue
         "METRICS_TOKEN": None,               # bearer token of the Prometheus view (see metrics.py)
+        "SCHEDULES": {},                     # periodic jobs (see schedules.py)
     }
 
 The connector is built lazily on first use and rebuilt when the settings change
@@ -47,7 +48,7 @@ class EchoMQSettings:
         return mask_url(self.url)
 
 
-KNOWN_KEYS = {"URL", "OPTIONS", "CLUSTER", "QUEUES", "MAX_PAYLOAD", "METRICS_TOKEN"}
+KNOWN_KEYS = {"URL", "OPTIONS", "CLUSTER", "QUEUES", "MAX_PAYLOAD", "METRICS_TOKEN", "SCHEDULES"}
 
 
 def get_settings() -> EchoMQSettings:

@@ -174,7 +174,13 @@ class Scheduler:
             self.jobs.register_queue(queue)  # so reapers that discover queues find it
             mine = {s.name: s for s in by_queue.get(queue, [])}
             for name, schedule in mine.items():
-                outcomes[f"{queue}/{name}"] = self._sync_one(schedule)
+                try:
+                    outcomes[f"{queue}/{name}"] = self._sync_one(schedule)
+                except ServerUnavailable:
+                    raise
+                except EchoMQError as exc:  # a key of another type planted at its hash
+                    logger.error("schedule %s/%s cannot be stored: %s", queue, name, exc)
+                    outcomes[f"{queue}/{name}"] = "failed"
             keys = QueueKeys.of(queue)
             for stored in self.list(queue)[1]:
                 if stored.name not in mine and self.connector.run(

@@ -73,7 +73,9 @@ def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise UnknownTimeZone(f"unknown time zone {name!r} (expected e.g. 'Europe/Paris')") from None
+        raise UnknownTimeZone(
+            f"unknown time zone {name!r} (expected e.g. 'Europe/Paris')"
+        ) from None
 
 
 def _utc_ms(moment: datetime) -> int:
@@ -101,12 +103,18 @@ class Timing:
             if not MIN_EVERY_MS <= every_ms <= MAX_EVERY_MS or every_ms % 1000:
                 raise InvalidSchedule("'every' must be whole seconds, from 1 second to 366 days")
             return cls(every_ms=every_ms, timezone=timezone)
-        if not isinstance(cron, str) or len(cron) > 200 or not (cron.isascii() and cron.isprintable()):
+        if (
+            not isinstance(cron, str)
+            or len(cron) > 200
+            or not (cron.isascii() and cron.isprintable())
+        ):
             raise InvalidCron(f"bad cron expression {cron!r:.80}")
         try:
             next(CronSim(cron, datetime.now(tz)))
         except (CronSimError, StopIteration, ValueError, LookupError, OverflowError) as exc:
-            raise InvalidCron(f"bad cron expression {cron!r}: {exc or 'it never matches'}") from None
+            raise InvalidCron(
+                f"bad cron expression {cron!r}: {exc or 'it never matches'}"
+            ) from None
         return cls(cron=cron, timezone=timezone)
 
     def next_after(self, t_ms: int) -> int:
@@ -235,5 +243,7 @@ def stored_timing(fields: dict[str, str]) -> Timing:
     try:
         every = int(fields.get("every_ms") or 0)
     except ValueError:
-        raise InvalidSchedule(f"stored every_ms is not an integer: {fields['every_ms']!r:.40}")
+        raise InvalidSchedule(
+            f"stored every_ms is not an integer: {fields['every_ms']!r:.40}"
+        ) from None
     return Timing.parse(fields.get("cron") or "", every, fields.get("timezone") or "UTC")

@@ -9,13 +9,11 @@
 -- @include "common"
 
 local name = ARGV[1]
-if redis.call('TYPE', KEYS[2])['ok'] == 'none' then
-  if redis.call('ZREM', KEYS[1], name) == 1 then
-    return 1  -- a name without its hash: nothing else to keep
-  end
+local kind = redis.call('TYPE', KEYS[2])['ok']
+if kind == 'none' and not redis.call('ZSCORE', KEYS[1], name) then
   return redis.error_reply('EMQNOTFOUND schedule ' .. name)
 end
-if is_row(KEYS[2]) and redis.call('HGET', KEYS[2], 'orphaned') ~= '1' then
+if kind == 'hash' and redis.call('HGET', KEYS[2], 'orphaned') ~= '1' then
   return redis.error_reply('EMQSTATE schedule ' .. name .. ' is declared in code: it cannot be removed')
 end
 redis.call('DEL', KEYS[2])

@@ -1,4 +1,5 @@
-"""``manage.py runreaper [QUEUE ...]``: return expired leases, promote due jobs, trim retention.
+"""``manage.py runreaper [QUEUE ...]``: return expired leases, promote due jobs, trim retention,
+fire periodic schedules (``ECHOMQ["SCHEDULES"]``, stored on the server when it starts).
 
 This command only adapts settings, arguments and signals; the sweeps are
 :class:`echomq_django.engine.reaper.Reaper`'s.
@@ -11,7 +12,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from echomq_django.engine.errors import ServerUnavailable
+from echomq_django import schedules
+from echomq_django.engine.errors import InvalidSchedule, ServerUnavailable
 from echomq_django.engine.reaper import Reaper
 from echomq_django.management import (
     configured_queues,
@@ -32,7 +34,9 @@ class Command(BaseCommand):
         "Run the EchoMQ reaper: on every tick, per queue, return jobs whose lease expired "
         "to pending (or to dead past their max attempts), move due scheduled jobs to "
         "pending, and drop completed and dead jobs past their retention. Each step is a "
-        "loop of bounded script calls. Several reapers may run at once."
+        "loop of bounded script calls. It also fires the periodic schedules of "
+        "ECHOMQ['SCHEDULES'] (stored on the server at start) when they are due. Several "
+        "reapers may run at once: each tick of a schedule is one job."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -61,11 +65,16 @@ class Command(BaseCommand):
         setup_logging(options["verbosity"])
         jobs = connect()
         explicit = options["queues"]
+        try:
+            declared = schedules.declared()
+        except InvalidSchedule as exc:  # the system checks say so first, unless skipped
+            raise CommandError(str(exc)) from exc
         reaper = Reaper(
             jobs,
             explicit or configured_queues(),
             discover=not explicit,
             interval_s=options["interval"],
+            schedules=declared,
         )
         if options["once"]:
             try:
@@ -75,11 +84,12 @@ class Command(BaseCommand):
             return
         on_stop_signals(reaper.stop, logger)  # first: a signal during start-up stops cleanly
         logger.info(
-            "reaper on %s (%s): %s, every %gs",
+            "reaper on %s (%s): %s, every %gs; %d schedule(s) declared",
             jobs.connector.safe_url,
             server_version(jobs.connector),
             ", ".join(reaper.queues) if explicit else "configured and discovered queues",
             reaper.interval_s,
+            len(declared),
         )
         log_server_warnings(jobs.connector, logger)
         reaper.run()

@@ -1,0 +1,144 @@
+"""Periodic schedules declared in settings, turned into the engine's ``Schedule``.
+
+::
+
+    ECHOMQ = {
+        "SCHEDULES": {
+            "nightly-report": {
+                "task": "reports.tasks.nightly",   # a @task the worker runs (required)
+                "cron": "0 3 * * *",               # or "every": timedelta(minutes=5) / seconds
+                "timezone": "Europe/Paris",        # default: settings.TIME_ZONE
+                "args": [], "kwargs": {},          # JSON, as for enqueue()
+                "queue": "reports",                # default: the task's queue_name
+                "priority": 0,                     # default: the task's priority
+                "catch_up": "latest",              # "latest" | "all" | "none"
+                "overlap": "skip",                 # "skip" | "allow"
+                "grace": 60,                       # seconds a tick may be late (catch_up "none")
+            },
+        },
+    }
+
+Each fired job is what ``task.enqueue(*args, **kwargs)`` would store, with the
+task's own options (max_attempts, lease, retention). The task is resolved the
+way the worker resolves a row's task (``payload.resolve_task``): only a Task
+object of an installed app's ``tasks`` module, or of a backend's TASK_MODULES.
+Problems are system check errors (``schedule_checks``), so ``runreaper`` does
+not start with a bad schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+
+from .backends import EchoMQBackend, duration_ms
+from .compat import InvalidTask, Task, task_backends
+from .engine.errors import InvalidSchedule
+from .engine.schedules import DEFAULT_GRACE_MS, Schedule
+from .payload import PayloadError, encode_arguments, resolve_task
+
+KNOWN_KEYS = frozenset(
+    {"task", "cron", "every", "timezone", "args", "kwargs", "queue", "priority"}
+    | {"catch_up", "overlap", "grace"}
+)
+
+
+class UnknownScheduleTask(InvalidSchedule):
+    """A schedule names something that is not a task the worker would run."""
+
+
+class MalformedSchedules(InvalidSchedule):
+    """SCHEDULES, or one of its entries, is not a dict of known keys."""
+
+
+def raw_schedules() -> Mapping[str, Any]:
+    """``settings.ECHOMQ["SCHEDULES"]`` as written ({} when there is none)."""
+    echomq = getattr(settings, "ECHOMQ", {}) or {}
+    raw = echomq.get("SCHEDULES", {}) if isinstance(echomq, Mapping) else {}
+    if not isinstance(raw, Mapping):
+        raise MalformedSchedules(
+            f"settings.ECHOMQ['SCHEDULES'] must be a dict of name -> schedule, not "
+            f"{type(raw).__name__}"
+        )
+    return raw or {}
+
+
+def task_modules() -> list[str]:
+    """The TASK_MODULES of every EchoMQ backend: where the worker finds tasks."""
+    modules: list[str] = []
+    for backend in task_backends.all():
+        if isinstance(backend, EchoMQBackend):
+            modules += backend.task_modules
+    return modules
+
+
+def build(name: object, spec: object) -> Schedule:
+    """One SCHEDULES entry as an engine ``Schedule``; ``InvalidSchedule`` says what is wrong."""
+    where = f"schedule {name!r}"
+    if not isinstance(spec, Mapping):
+        raise MalformedSchedules(f"{where} must be a dict, not {type(spec).__name__}")
+    unknown = sorted(set(map(str, spec)) - KNOWN_KEYS)
+    if unknown:
+        raise MalformedSchedules(f"{where} has unknown keys: {', '.join(map(repr, unknown))}")
+    path = spec.get("task")
+    if not isinstance(path, str) or not path:
+        raise UnknownScheduleTask(f"{where} names no task (a dotted path to a @task)")
+    try:
+        task: Task = resolve_task(path, task_modules())
+        changes = {"queue_name": spec["queue"]} if "queue" in spec else {}
+        if "priority" in spec:
+            changes["priority"] = spec["priority"]
+        task = task.using(**changes) if changes else task
+    except PayloadError as exc:
+        raise UnknownScheduleTask(f"{where}: {exc}") from None
+    except (InvalidTask, ValueError, TypeError) as exc:
+        raise InvalidSchedule(f"{where}: {exc}") from None
+    backend = task.get_backend()
+    if not isinstance(backend, EchoMQBackend):
+        raise InvalidSchedule(
+            f"{where}: task {path!r} uses the {type(backend).__name__} backend, not EchoMQ's"
+        )
+    try:
+        backend.ensure_configured()
+        backend.validate_task(task)
+        args, kwargs = encode_arguments(spec.get("args", ()), spec.get("kwargs", {}))
+        job = backend.new_job(task, args, kwargs)
+        every = duration_ms(spec.get("every"), "every")
+        grace = duration_ms(spec.get("grace"), "grace")
+        return Schedule(
+            name=name,  # type: ignore[arg-type]  (validated by Schedule)
+            queue=task.queue_name,
+            job=job,
+            cron=spec.get("cron") or "",
+            every_ms=every or 0,
+            timezone=spec.get("timezone") or getattr(settings, "TIME_ZONE", None) or "UTC",
+            catch_up=spec.get("catch_up", "latest"),
+            overlap=spec.get("overlap", "skip"),
+            grace_ms=DEFAULT_GRACE_MS if grace is None else grace,
+        )
+    except InvalidSchedule as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+    except (InvalidTask, ValueError, TypeError, AttributeError) as exc:
+        raise InvalidSchedule(f"{where}: {exc}") from None
+
+
+def declared() -> list[Schedule]:
+    """Every schedule of the settings (the first problem raises ``InvalidSchedule``)."""
+    return [build(name, spec) for name, spec in raw_schedules().items()]
+
+
+def problems() -> list[InvalidSchedule]:
+    """Every schedule's problem, one per bad schedule (what the system check reports)."""
+    try:
+        entries = raw_schedules()
+    except InvalidSchedule as exc:
+        return [exc]
+    found = []
+    for name, spec in entries.items():
+        try:
+            build(name, spec)
+        except InvalidSchedule as exc:
+            found.append(exc)
+    return found
