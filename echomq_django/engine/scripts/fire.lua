@@ -34,9 +34,13 @@ if fence > now_ms or (n > 0 and tonumber(ARGV[#ARGV]) > now_ms) then
   return {'early', 0, 0}
 end
 local def = is_row(KEYS[7]) and redis.call('HMGET', KEYS[7], 'payload', 'task', 'priority',
-  'max_attempts', 'lease_ms', 'result_ttl_ms', 'dead_ttl_ms', 'overlap', 'last_job')
+  'max_attempts', 'lease_ms', 'result_ttl_ms', 'dead_ttl_ms', 'overlap', 'last_job', 'paused',
+  'orphaned')
 if not def or not def[7] then
   return redis.error_reply('EMQSTATE schedule ' .. name .. ' has no whole definition')
+end
+if def[10] == '1' or def[11] == '1' then
+  return {'stale', 0, 0}  -- a paused or orphaned schedule is never due (its score is +inf)
 end
 
 -- (queue, schedule, tick) -> a canonical UUIDv7: the tick's 48 bits of ms, then SHA-1 bits.
