@@ -50,5 +50,5 @@ def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[checks.Check
     found = []
     for problem in problems():
         ident = check_id(problem)
-        found.append(checks.Error(f"{problem}.", hint=HINTS[ident], id=ident))
+        found.append(checks.Error(f"{str(problem).rstrip('.')}.", hint=HINTS[ident], id=ident))
     return found

@@ -122,17 +122,17 @@ def _when(ms: int | None) -> str:
 
 
 def schedules_view(found: list[StoredSchedule], now_ms: int | None) -> Table:
+    """One row per schedule (the last job's id and the policies are in ``--json``)."""
     caption = f"server time {_when(now_ms)}" if now_ms is not None else "no queue known yet"
     table = Table(title="EchoMQ schedules", caption=caption)
-    for column in ("queue", "name", "status", "task", "when", "next fire", "last fire"):
+    table.add_column("schedule", no_wrap=True)
+    for column in ("status", "task", "when", "next fire", "last fire"):
         table.add_column(column)
-    for column in ("fired", "missed", "skipped"):
-        table.add_column(column, justify="right")
-    table.add_column("last job")
+    table.add_column("fired·missed·skipped", justify="right")
     for s in sorted(found, key=lambda s: (s.queue, s.name)):
+        counts = "·".join(str(s.counter(n)) for n in ("fired", "missed", "skipped"))
         table.add_row(
-            s.queue, s.name, s.status, s.task, f"{s.expression} ({s.timezone})",
-            _when(s.next_ms), _when(s.last_tick), str(s.counter("fired")),
-            str(s.counter("missed")), str(s.counter("skipped")), s.last_job,
+            f"{s.queue}/{s.name}", s.status, s.task, f"{s.expression} {s.timezone}",
+            _when(s.next_ms), _when(s.last_tick), counts,
         )  # fmt: skip
     return table
