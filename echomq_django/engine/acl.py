@@ -30,7 +30,7 @@ CLIENT_COMMANDS = (
 SCRIPT_COMMANDS = (
     "get", "set", "del", "exists", "incr", "incrby", "expire",
     "hget", "hmget", "hset", "hdel", "hincrby", "hgetall",
-    "zadd", "zrem", "zpopmin", "zrange", "zrangebyscore", "zcount", "zcard",
+    "zadd", "zrem", "zpopmin", "zrange", "zrangebyscore", "zcount", "zcard", "zscore",
     "time", "type",
 )  # fmt: skip
 

@@ -14,7 +14,7 @@ import pytest
 
 from echomq_django.engine import script
 from echomq_django.engine.errors import InvalidSchedule, JobNotFound, WrongState
-from echomq_django.engine.jobs import NewJob
+from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.scheduler import Scheduler
 
@@ -220,3 +220,24 @@ def test_a_corrupt_schedule_is_logged_and_the_others_still_fire(scheduler, redis
     assert [f.name for f in result.fired] == ["good"] and len(result.fired[0].ids) == 1
     assert "cannot fire" in caplog.text
     assert result.wait_ms is not None and 0 < result.wait_ms <= 1000  # "bad" does not spin it
+
+
+def test_every_schedule_script_runs_as_the_minimal_acl_user(make_acl_server):
+    """Commands a script calls are checked against the caller's ACL: zscore is needed."""
+    from echomq_django.engine.acl import worker_acl_rules
+    from echomq_django.engine.connector import Connector
+
+    acl = make_acl_server(worker_acl_rules())
+    connector = Connector.from_url(acl.url)
+    try:
+        scheduler = Scheduler(Jobs(connector))
+        scheduler.sync([every(overlap="allow"), every("other")])
+        connector.client.zadd(QueueKeys.of("q").schedules, {"beat": last_second(scheduler)})
+        assert len(fired_ids(scheduler)) == 1
+        scheduler.pause("q", "beat")
+        scheduler.run_now("q", "beat")
+        scheduler.resume("q", "beat")
+        assert scheduler.sync([every(overlap="allow")], ["q"])["q/other"] == "orphaned"
+        scheduler.remove("q", "other")
+    finally:
+        connector.close()
