@@ -188,7 +188,7 @@ def exposition(jobs: Jobs) -> str:
     families = queue_families(queue_stats(jobs, queues))
     workers = list_workers(jobs.connector)
     families += worker_families(workers, {q for w in workers for q in w.queues} | set(queues))
-    families += schedule_families(Scheduler(jobs).list_many(queues)[1])
+    families += schedule_families(Scheduler(jobs).read_many(queues)[1])
     return "".join(f.render() for f in families)
 
 

@@ -147,7 +147,7 @@ class EchoMQScheduleAdmin(EchoMQAdmin):
         except InvalidSchedule:  # the system checks report it; show what the server holds
             declared = {}
         queues = sorted(set(known_queues(jobs)) | {queue for queue, _ in declared})
-        now_ms, stored = Scheduler(jobs).list_many(queues)
+        now_ms, stored = Scheduler(jobs).read_many(queues)
         rows = []
         for record in stored:
             mine = declared.pop((record.queue, record.name), None)

@@ -55,7 +55,7 @@ def queues() -> list[str]:
 
 def find(scheduler: Scheduler, name: str, queue: str | None) -> StoredSchedule:
     """The one stored schedule called ``name`` (in ``queue``), or a CommandError."""
-    _, found = scheduler.list_many([queue] if queue else queues())
+    _, found = scheduler.read_many([queue] if queue else queues())
     matches = [s for s in found if s.name == name]
     if not matches:
         raise CommandError(f"no schedule {name!r} on the server (a reaper stores them at start)")
@@ -69,7 +69,7 @@ def handle(command: Any, action: str, name: str | None, queue: str | None, as_js
     """Run one ``schedules`` action for the ``echomq`` command (its console and JSON writer)."""
     scheduler = Scheduler(conf.get_jobs())
     if action == "list":
-        now_ms, found = scheduler.list_many(queues())
+        now_ms, found = scheduler.read_many(queues())
         if as_json:
             command.emit_json([as_document(s) for s in found])
         else:

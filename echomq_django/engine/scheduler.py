@@ -134,13 +134,13 @@ class Scheduler:
 
     # -- reads ---------------------------------------------------------------------
 
-    def list(self, queue: str) -> tuple[int, list[StoredSchedule]]:
+    def read(self, queue: str) -> tuple[int, list[StoredSchedule]]:
         """(server now ms, the queue's schedules in order of next fire time)."""
         keys = QueueKeys.of(queue)
         reply = self.connector.run(script.load("schedule_list"), [keys.schedules], [LIST_LIMIT])
         return int(reply[0]), _stored(queue, reply[1:])
 
-    def list_many(self, queues: Iterable[str]) -> tuple[int | None, list[StoredSchedule]]:
+    def read_many(self, queues: Iterable[str]) -> tuple[int | None, list[StoredSchedule]]:
         """Every schedule of ``queues`` in one round trip, and the server's clock."""
         names = [QueueKeys.of(q) for q in queues]
         calls = [Call(script.load("schedule_list"), [k.schedules], [LIST_LIMIT]) for k in names]
@@ -154,7 +154,7 @@ class Scheduler:
 
     def get(self, queue: str, name: str) -> StoredSchedule | None:
         validate_schedule_name(name)
-        return next((s for s in self.list(queue)[1] if s.name == name), None)
+        return next((s for s in self.read(queue)[1] if s.name == name), None)
 
     # -- sync from code (a scheduler's start) ------------------------------------------
 
@@ -182,7 +182,7 @@ class Scheduler:
                     logger.error("schedule %s/%s cannot be stored: %s", queue, name, exc)
                     outcomes[f"{queue}/{name}"] = "failed"
             keys = QueueKeys.of(queue)
-            for stored in self.list(queue)[1]:
+            for stored in self.read(queue)[1]:
                 if stored.name not in mine and self.connector.run(
                     script.load("schedule_orphan"),
                     [keys.schedules, keys.schedule(stored.name)],
@@ -195,7 +195,7 @@ class Scheduler:
         keys = QueueKeys.of(schedule.queue)
         pairs = [value for item in schedule.definition().items() for value in item]
         for _ in range(SYNC_RETRIES):
-            now, stored = self.list(schedule.queue)
+            now, stored = self.read(schedule.queue)
             record = next((s for s in stored if s.name == schedule.name), None)
             after = max(now, (record and record.last_tick) or 0)
             outcome = self.connector.run(
@@ -278,7 +278,7 @@ class Scheduler:
 
     def resume(self, queue: str, name: str) -> int:
         """Fire again from the first tick after now (and after its last tick). Returns it."""
-        now, stored = self.list(queue)
+        now, stored = self.read(queue)
         record = next((s for s in stored if s.name == name), None)
         keys = QueueKeys.of(queue)
         next_ms = 0

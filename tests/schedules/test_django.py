@@ -198,7 +198,7 @@ def test_the_cli_lists_runs_pauses_and_resumes_schedules(declare):
 def test_prometheus_has_each_schedules_last_fire_and_misses(declare, redis_client):
     scheduler = declare({"beat": {"task": TASK, "every": 1, "overlap": "allow"}})
     scheduler.sync(schedules.declared())
-    now = scheduler.list("default")[0] // 1000 * 1000
+    now = scheduler.read("default")[0] // 1000 * 1000
     redis_client.zadd("emq:{default}:schedules", {"beat": now - 3000})
     scheduler.fire_due(["default"])
     text = exposition(conf.get_jobs())

@@ -22,7 +22,7 @@ from .conftest import PAYLOAD, backdate, every, expected_id, tick_of
 
 
 def server_now(scheduler: Scheduler, queue: str = "q") -> int:
-    return scheduler.list(queue)[0]
+    return scheduler.read(queue)[0]
 
 
 def last_second(scheduler: Scheduler) -> int:

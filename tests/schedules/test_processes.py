@@ -87,7 +87,7 @@ def test_two_then_three_reapers_fire_each_tick_exactly_once(
     assert sorted(ticks) == span  # none missing, none outside the grid
     assert all(len(ids) == 1 for ids in ticks.values())  # one job per tick
     assert jobs.stats("default").metrics["enqueued"] == len(span)  # nothing enqueued twice
-    (record,) = scheduler.list("default")[1]
+    (record,) = scheduler.read("default")[1]
     assert (record.counter("fired"), record.counter("missed")) == (len(span), 0)
     assert max(ticks) >= third + 4000 and len(span) >= 9
     late = [int(jobs.get("default", ids[0]).enqueued_at) // 1000 - t for t, ids in ticks.items()]
@@ -110,7 +110,7 @@ def test_a_reaper_killed_and_restarted_after_5_s_catches_up_as_each_schedule_say
     reaper = start_reaper(valkey_server.url, schedules, tmp_path)
 
     def records() -> dict[str, Any]:
-        return {s.name: s for s in scheduler.list("default")[1]}
+        return {s.name: s for s in scheduler.read("default")[1]}
 
     try:
         wait_for(lambda: all(r.counter("fired") >= 2 for r in records().values()) and records(),
