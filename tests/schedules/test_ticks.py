@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -183,3 +185,12 @@ def test_the_digest_changes_with_the_definition_and_only_with_it():
     other = Schedule(**base, job=NewJob(payload='{"a":2}', task="t"))
     assert one.digest == same.digest != other.digest
     assert timedelta(milliseconds=one.every_ms) == timedelta(minutes=1)
+
+
+def test_the_schedule_engine_imports_nothing_from_django():
+    code = (
+        "import sys, echomq_django.engine.reaper, echomq_django.engine.scheduler\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "[]"
