@@ -139,15 +139,23 @@ class Reaper:
         return sweeps
 
     def sync_schedules(self) -> None:
-        """Store the declared schedules on the server (once, before the first tick)."""
+        """Store the declared schedules on the server (once, before the first tick).
+
+        A lost server leaves it to do again; any other failure is logged once (the
+        schedules the server holds still fire)."""
         if self._synced:
             return
-        for name, outcome in self.scheduler.sync(
-            self.declared or (), self.queues_to_sweep()
-        ).items():
+        try:
+            outcomes = self.scheduler.sync(self.declared or (), self.queues_to_sweep())
+        except ServerUnavailable:
+            raise
+        except EchoMQError:
+            logger.exception("storing the declared schedules failed; firing what the server holds")
+            outcomes = {}
+        self._synced = True
+        for name, outcome in outcomes.items():
             if outcome != "unchanged":
                 logger.info("schedule %s: %s", name, outcome)
-        self._synced = True
 
     def fire(self, queues: Sequence[str]) -> FirePass:
         """Fire the due schedules of ``queues`` (each tick once, whoever else fires)."""
@@ -161,23 +169,21 @@ class Reaper:
         queues: list[str] = []
         while not self._stopping.is_set():
             started = time.monotonic()
-            wait = next_sweep - started
+            due: FirePass | None = None
             try:
                 self.sync_schedules()
                 if started >= next_sweep:
+                    next_sweep = started + self.interval_s
                     queues = self.queues_to_sweep()
                     self.tick(queues)
-                    next_sweep = started + self.interval_s
-                    wait = self.interval_s
                 due = self.fire(queues)
-                if due.wait_ms is not None:
-                    wait = min(wait, due.wait_ms / 1000 + TICK_SLACK_S)
             except ServerUnavailable as exc:
                 if once:
                     raise
                 if down_since is None:
                     down_since = started
                     logger.warning("lost the server (%s); retrying with backoff", exc)
+                next_sweep = started  # sweep again as soon as the server is back
                 self._stopping.wait(min(MAX_BACKOFF_S, 0.1 + (started - down_since) / 4))
                 continue
             except EchoMQError:
@@ -189,6 +195,9 @@ class Reaper:
                 down_since = None
             if once:
                 return
+            wait = next_sweep - started
+            if due is not None and due.wait_ms is not None:
+                wait = min(wait, due.wait_ms / 1000 + TICK_SLACK_S)
             wait = min(wait, SCHEDULE_POLL_S) - (time.monotonic() - started)
             self._stopping.wait(max(0.0, wait))
 

@@ -278,16 +278,15 @@ class Scheduler:
 
     def resume(self, queue: str, name: str) -> int:
         """Fire again from the first tick after now (and after its last tick). Returns it."""
+        keys = QueueKeys.of(queue)
+        key = keys.schedule(name)  # the name is checked before anything is read
         now, stored = self.read(queue)
         record = next((s for s in stored if s.name == name), None)
-        keys = QueueKeys.of(queue)
         next_ms = 0
         if record is not None:  # else the script says EMQNOTFOUND
             after = max(now, record.last_tick or 0)
             next_ms = stored_timing(record.fields).next_after(after)
-        self.connector.run(
-            script.load("schedule_resume"), [keys.schedules, keys.schedule(name)], [name, next_ms]
-        )
+        self.connector.run(script.load("schedule_resume"), [keys.schedules, key], [name, next_ms])
         return next_ms
 
     def run_now(self, queue: str, name: str) -> str:
