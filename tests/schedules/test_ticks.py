@@ -194,3 +194,16 @@ def test_the_schedule_engine_imports_nothing_from_django():
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "[]"
+
+
+@settings(max_examples=300, deadline=None)
+@given(cron=st.text(max_size=40) | st.lists(
+    st.sampled_from(["*", "*/0", "0", "59", "60", "1-0", "L", "5L", "W", "1#6", "mon", "?", ","]),
+    min_size=4, max_size=7).map(" ".join), zone=st.sampled_from(["UTC", "Europe/Paris"]))  # fmt: skip
+def test_any_cron_text_parses_or_is_refused_with_a_typed_error(cron, zone):
+    try:
+        timing = Timing.parse(cron, 0, zone)
+    except InvalidSchedule:
+        return
+    start = ms(datetime(2026, 10, 24, tzinfo=UTC))
+    assert timing.next_after(start) > start  # what parses also ticks
