@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from .backends import EchoMQBackend, duration_ms
 from .compat import InvalidTask, Task, task_backends
@@ -93,14 +94,14 @@ def build(name: object, spec: object) -> Schedule:
         task = task.using(**changes) if changes else task
     except PayloadError as exc:
         raise UnknownScheduleTask(f"{where}: {exc}") from None
-    except (InvalidTask, ValueError, TypeError) as exc:
+    except (InvalidTask, ImproperlyConfigured, ValueError, TypeError) as exc:
         raise InvalidSchedule(f"{where}: {exc}") from None
-    backend = task.get_backend()
-    if not isinstance(backend, EchoMQBackend):
-        raise InvalidSchedule(
-            f"{where}: task {path!r} uses the {type(backend).__name__} backend, not EchoMQ's"
-        )
     try:
+        backend = task.get_backend()
+        if not isinstance(backend, EchoMQBackend):
+            raise InvalidSchedule(
+                f"task {path!r} uses the {type(backend).__name__} backend, not EchoMQ's"
+            )
         backend.ensure_configured()
         backend.validate_task(task)
         args, kwargs = encode_arguments(spec.get("args", ()), spec.get("kwargs", {}))
@@ -120,7 +121,7 @@ def build(name: object, spec: object) -> Schedule:
         )
     except InvalidSchedule as exc:
         raise type(exc)(f"{where}: {exc}") from None
-    except (InvalidTask, ValueError, TypeError, AttributeError) as exc:
+    except (InvalidTask, ImproperlyConfigured, ValueError, TypeError, AttributeError) as exc:
         raise InvalidSchedule(f"{where}: {exc}") from None
 
 
