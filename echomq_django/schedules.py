@@ -34,6 +34,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from . import conf
 from .backends import EchoMQBackend, duration_ms
 from .compat import InvalidTask, Task, task_backends
 from .engine.errors import InvalidSchedule
@@ -105,7 +106,7 @@ def build(name: object, spec: object) -> Schedule:
         backend.ensure_configured()
         backend.validate_task(task)
         args, kwargs = encode_arguments(spec.get("args", ()), spec.get("kwargs", {}))
-        job = backend.new_job(task, args, kwargs)
+        job = backend.new_job(task, args, kwargs).validate(conf.get_settings().max_payload)
         every = duration_ms(spec.get("every"), "every")
         grace = duration_ms(spec.get("grace"), "grace")
         return Schedule(
