@@ -1,17 +1,12 @@
-"""Pause, resume and run now on the schedules page, in real headless Chromium.
-
-With ECHOMQ_DOC_SCREENSHOTS=1 it writes the README's docs/screenshots/schedules.png.
-"""
+"""Pause, resume and run now on the schedules page, in real headless Chromium."""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
 from echomq_django import conf, schedules
 from echomq_django.engine.scheduler import Scheduler
-from tests.admin.test_browser import ARTIFACTS, DOCS, admin_user, browser, log_in  # noqa: F401
+from tests.admin.test_browser import ARTIFACTS, admin_user, browser, log_in  # noqa: F401
 from tests.django import settings as django_settings
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -52,8 +47,6 @@ def test_operator_pauses_runs_and_resumes_a_schedule(scheduler, admin_user, live
     assert "enqueued" in page.locator("ul.messagelist").inner_text()
     assert row.locator("[data-last-job] .emq-badge").inner_text().strip().lower() == "pending"
     page.screenshot(path=str(ARTIFACTS / "admin-schedules.png"), full_page=True)
-    if os.environ.get("ECHOMQ_DOC_SCREENSHOTS") == "1":  # the README's, from this page
-        page.screenshot(path=str(DOCS / "schedules.png"), full_page=True)
     row.locator("[data-last-job] a").click()  # the last job's detail page
     assert page.locator(".emq-badge").inner_text().strip().lower() == "pending"
     page.go_back()
