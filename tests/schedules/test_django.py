@@ -86,6 +86,8 @@ def test_a_declared_schedule_fires_what_enqueue_would_store(declare):
         ({**NIGHTLY, "catch_up": "all"}, "echomq.E105", "needs overlap 'allow'"),
         ({"task": TASK, "every": -1}, "echomq.E105", "every"),
         ({**NIGHTLY, "args": ["x" * 600_000]}, "echomq.E105", "over the limit"),
+        ({**NIGHTLY, "kwargs": {"s": "\udcff"}}, "echomq.E105", "surrogate"),
+        ({**NIGHTLY, "timezone": "\udcff"}, "echomq.E104", "unknown time zone"),
     ],
 )
 def test_a_bad_schedule_is_a_system_check_error_that_says_what(declare, entry, check_id, text):
