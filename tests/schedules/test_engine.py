@@ -13,7 +13,7 @@ import time
 import pytest
 
 from echomq_django.engine import script
-from echomq_django.engine.errors import InvalidSchedule, JobNotFound, WrongState
+from echomq_django.engine.errors import EchoMQError, InvalidSchedule, JobNotFound, WrongState
 from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.scheduler import Scheduler
@@ -241,3 +241,17 @@ def test_every_schedule_script_runs_as_the_minimal_acl_user(make_acl_server):
         scheduler.remove("q", "other")
     finally:
         connector.close()
+
+
+def test_fire_refuses_arguments_that_are_not_numbers_before_any_write(
+    scheduler, connector, redis_client
+):
+    scheduler.sync([every(overlap="allow")])
+    keys = QueueKeys.of("q")
+    call_keys = [keys.pending, keys.scheduled, keys.seq, keys.metrics, keys.wake,
+                 keys.schedules, keys.schedule("beat")]  # fmt: skip
+    before = {k: redis_client.dump(k) for k in call_keys}
+    for args in (["beat", "x", 1, 0, 1], ["beat", 1, 1, 0, "1e", b"\xff"]):
+        with pytest.raises(EchoMQError, match="not a number"):
+            connector.run(script.load("fire"), call_keys, args)
+    assert {k: redis_client.dump(k) for k in call_keys} == before

@@ -25,6 +25,11 @@
 -- @include "store_job"
 
 local name, fence = ARGV[1], tonumber(ARGV[2])
+for i = 2, #ARGV do
+  if not tonumber(ARGV[i]) then
+    return redis.error_reply('ERR fire: ARGV[' .. i .. '] is not a number')
+  end
+end
 local score = redis.call('ZSCORE', KEYS[6], name)
 if not score or tonumber(score) ~= fence then
   return {'stale', 0, 0}
