@@ -18,7 +18,14 @@
         },
     }
 
-Each fired job is what ``task.enqueue(*args, **kwargs)`` would store, with the
+Or next to the task, with the same keys but ``task``::
+
+    @periodic("nightly-report", cron="0 3 * * *", timezone="Europe/Paris")
+    @task
+    def nightly(): ...
+
+A name declared twice (in SCHEDULES and by ``@periodic``, or by two tasks) is a
+check error. Each fired job is what ``task.enqueue(*args, **kwargs)`` would store, with the
 task's own options (max_attempts, lease, retention). The task is resolved the
 way the worker resolves a row's task (``payload.resolve_task``): only a Task
 object of an installed app's ``tasks`` module, or of a backend's TASK_MODULES.
@@ -28,8 +35,8 @@ not start with a bad schedule.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -39,12 +46,15 @@ from .backends import EchoMQBackend, duration_ms
 from .compat import InvalidTask, Task, task_backends
 from .engine.errors import InvalidSchedule
 from .engine.schedules import DEFAULT_GRACE_MS, Schedule
-from .payload import PayloadError, encode_arguments, resolve_task
+from .payload import PayloadError, discover_tasks, encode_arguments, resolve_task
 
 KNOWN_KEYS = frozenset(
     {"task", "cron", "every", "timezone", "args", "kwargs", "queue", "priority"}
     | {"catch_up", "overlap", "grace"}
 )
+T = TypeVar("T")
+# name -> the SCHEDULES entries that @periodic declared under it, as tasks modules load
+_decorated: dict[str, list[dict[str, Any]]] = {}
 
 
 class UnknownScheduleTask(InvalidSchedule):
@@ -65,6 +75,36 @@ def raw_schedules() -> Mapping[str, Any]:
             f"{type(raw).__name__}"
         )
     return raw or {}
+
+
+def periodic(name: str, **spec: Any) -> Callable[[T], T]:
+    """Declare a schedule of the task below: ``@periodic("sync", every=300)`` above ``@task``.
+
+    ``spec`` takes the keys of a SCHEDULES entry but ``task``; they are checked with
+    the others (system checks), not here: a bad one never breaks an import."""
+
+    def declare(task: T) -> T:
+        if not isinstance(task, Task):
+            raise TypeError("@periodic goes above @task: it needs the Task object")
+        entry = {**spec, "task": task.module_path}
+        entries = _decorated.setdefault(name, [])
+        if entry not in entries:  # a module imported again declares nothing new
+            entries.append(entry)
+        return task
+
+    return declare
+
+
+def entries() -> list[tuple[str, Any]]:
+    """(name, entry) of SCHEDULES, then of ``@periodic`` (the tasks modules loaded first).
+
+    A name declared twice comes back twice: ``declared`` refuses it, ``problems`` says so."""
+    try:
+        discover_tasks(task_modules())
+    except Exception as exc:  # a tasks module that fails to import: its own error
+        raise UnknownScheduleTask(f"loading the tasks modules failed: {exc!r}") from exc
+    found = list(raw_schedules().items())
+    return found + [(name, entry) for name, specs in _decorated.items() for entry in specs]
 
 
 def task_modules() -> list[str]:
@@ -127,20 +167,36 @@ def build(name: object, spec: object) -> Schedule:
 
 
 def declared() -> list[Schedule]:
-    """Every schedule of the settings (the first problem raises ``InvalidSchedule``)."""
-    return [build(name, spec) for name, spec in raw_schedules().items()]
+    """Every schedule declared (the first problem raises ``InvalidSchedule``)."""
+    listed = entries()
+    if twice := _duplicates(listed):
+        raise twice[0]
+    return [build(name, spec) for name, spec in listed]
 
 
 def problems() -> list[InvalidSchedule]:
     """Every schedule's problem, one per bad schedule (what the system check reports)."""
     try:
-        entries = raw_schedules()
+        listed = entries()
     except InvalidSchedule as exc:
         return [exc]
-    found = []
-    for name, spec in entries.items():
+    found = _duplicates(listed)
+    for name, spec in listed:
         try:
             build(name, spec)
         except InvalidSchedule as exc:
             found.append(exc)
+    return found
+
+
+def _duplicates(listed: list[tuple[str, Any]]) -> list[InvalidSchedule]:
+    names = [name for name, _ in listed]
+    found: list[InvalidSchedule] = []
+    for name in sorted({n for n in names if names.count(n) > 1}, key=str):
+        tasks = ", ".join(
+            str(spec.get("task")) if isinstance(spec, Mapping) else "?"
+            for n, spec in listed
+            if n == name
+        )
+        found.append(MalformedSchedules(f"schedule {name!r} is declared more than once ({tasks})"))
     return found

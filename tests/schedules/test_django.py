@@ -20,6 +20,7 @@ from echomq_django.engine.scheduler import Scheduler
 from echomq_django.metrics import exposition
 from echomq_django.schedule_checks import check_schedules
 from tests.django import settings as django_settings
+from tests.django import tasks
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,6 +69,27 @@ def test_a_declared_schedule_fires_what_enqueue_would_store(declare):
         "emails", 7, 300_000, "UTC"  # the zone defaults to settings.TIME_ZONE
     )  # fmt: skip
     assert check_schedules() == []
+
+
+def test_periodic_declares_a_schedule_next_to_its_task(declare, monkeypatch):
+    monkeypatch.setattr(schedules, "_decorated", {})
+    declare({"nightly": NIGHTLY})
+    assert schedules.periodic("hourly", cron="0 * * * *", args=[2, 3])(tasks.add) is tasks.add
+    assert [s.name for s in schedules.declared()] == ["nightly", "hourly"]
+    hourly = schedules.declared()[1]
+    assert (hourly.name, hourly.job.task, hourly.cron) == ("hourly", TASK, "0 * * * *")
+    assert json.loads(hourly.job.payload)["args"] == [2, 3] and check_schedules() == []
+
+    schedules.periodic("nightly", every=60)(tasks.echo)  # the name SCHEDULES already has
+    (message,) = check_schedules()
+    assert message.id == "echomq.E101" and "declared more than once" in message.msg
+    assert TASK in message.msg and "tests.django.tasks.echo" in message.msg
+    with pytest.raises(schedules.MalformedSchedules):
+        schedules.declared()
+    schedules.periodic("broken", cron="0 3 * *")(tasks.add)  # checked later, not at import
+    assert [m.id for m in check_schedules()] == ["echomq.E101", "echomq.E103"]
+    with pytest.raises(TypeError, match="above @task"):
+        schedules.periodic("plain", every=60)(lambda: None)
 
 
 @pytest.mark.parametrize(
