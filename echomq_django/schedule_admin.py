@@ -85,7 +85,8 @@ class ScheduleRow:
     status: str  # active, paused, orphaned, or "not stored" (declared, no reaper yet)
     task: str
     expression: str
-    timezone: str
+    timezone: str  # shown for cron expressions only: intervals ignore zones
+    zoned: bool
     catch_up: str
     overlap: str
     next_fire: datetime | None
@@ -103,7 +104,7 @@ class ScheduleRow:
         fields = stored.fields
         return cls(
             queue=stored.queue, name=stored.name, status=stored.status, task=stored.task,
-            expression=stored.expression, timezone=stored.timezone,
+            expression=stored.expression, timezone=stored.timezone, zoned=bool(fields.get("cron")),
             catch_up=fields.get("catch_up", ""), overlap=fields.get("overlap", ""),
             next_fire=from_ms(stored.next_ms), last_tick=from_ms(stored.last_tick),
             last_job=stored.last_job, last_job_state=state, fired=stored.counter("fired"),
@@ -116,7 +117,8 @@ class ScheduleRow:
         return cls(
             queue=schedule.queue, name=schedule.name, status="not stored",
             task=schedule.job.task, expression=schedule.timing.describe(),
-            timezone=schedule.timezone, catch_up=schedule.catch_up, overlap=schedule.overlap,
+            timezone=schedule.timezone, zoned=bool(schedule.cron), catch_up=schedule.catch_up,
+            overlap=schedule.overlap,
             next_fire=None, last_tick=None, last_job="", last_job_state="", fired=0, missed=0,
             skipped=0, edited=False, actions=[],
         )  # fmt: skip
