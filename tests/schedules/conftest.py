@@ -13,7 +13,10 @@ from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.scheduler import Scheduler
 from echomq_django.engine.schedules import Schedule
 
-PAYLOAD = '{"v":1,"task":"tests.django.tasks.add","args":[1,2],"kwargs":{},"backend":"default","takes_context":false}'
+PAYLOAD = (
+    '{"v":1,"task":"tests.django.tasks.add","args":[1,2],"kwargs":{},"backend":"default",'
+    '"takes_context":false}'
+)
 
 
 def every(name: str = "beat", queue: str = "q", seconds: int = 1, **options: Any) -> Schedule:

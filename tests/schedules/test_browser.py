@@ -12,14 +12,12 @@ from tests.django import settings as django_settings
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(scope="session")
-def server(valkey_server):
-    return valkey_server
-
-
 @pytest.fixture
-def scheduler(settings, url, redis_client):
-    settings.ECHOMQ = {"URL": url, "SCHEDULES": {"nightly": {
+def scheduler(settings, valkey_server):
+    """The app on the suite's Valkey, flushed. Not through ``server``/``url``: overriding a
+    session fixture in one module confuses pytest's cache for the parametrized ones."""
+    valkey_server.command("FLUSHALL")
+    settings.ECHOMQ = {"URL": valkey_server.url, "SCHEDULES": {"nightly": {
         "task": "tests.django.tasks.add", "cron": "0 3 * * *", "timezone": "Europe/Paris",
         "args": [1, 2]}}}  # fmt: skip
     settings.TASKS = django_settings.TASKS
@@ -30,7 +28,12 @@ def scheduler(settings, url, redis_client):
     conf.reset()
 
 
-def test_operator_pauses_runs_and_resumes_a_schedule(scheduler, admin_user, live_server, browser):  # noqa: F811
+def test_operator_pauses_runs_and_resumes_a_schedule(
+    scheduler,
+    admin_user,  # noqa: F811  (the fixture imported from tests.admin)
+    live_server,
+    browser,  # noqa: F811
+):
     page = log_in(browser, live_server)
     page.goto(f"{live_server.url}/admin/echomq/")
     page.get_by_role("link", name="Schedules").click()

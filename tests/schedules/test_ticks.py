@@ -196,10 +196,15 @@ def test_the_schedule_engine_imports_nothing_from_django():
     assert run.stdout.strip() == "[]"
 
 
+CRON_PARTS = ["*", "*/0", "0", "59", "60", "1-0", "L", "5L", "W", "1#6", "mon", "?", ","]
+
+
 @settings(max_examples=300, deadline=None)
-@given(cron=st.text(max_size=40) | st.lists(
-    st.sampled_from(["*", "*/0", "0", "59", "60", "1-0", "L", "5L", "W", "1#6", "mon", "?", ","]),
-    min_size=4, max_size=7).map(" ".join), zone=st.sampled_from(["UTC", "Europe/Paris"]))  # fmt: skip
+@given(
+    cron=st.text(max_size=40)
+    | st.lists(st.sampled_from(CRON_PARTS), min_size=4, max_size=7).map(" ".join),
+    zone=st.sampled_from(["UTC", "Europe/Paris"]),
+)
 def test_any_cron_text_parses_or_is_refused_with_a_typed_error(cron, zone):
     try:
         timing = Timing.parse(cron, 0, zone)
