@@ -13,8 +13,8 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import URLPattern, include, path, reverse
 
-from .admin_views import EchoMQAdmin
 from .models import Queue
+from .schedule_admin import EchoMQScheduleAdmin
 
 
 class QueueAdmin(admin.ModelAdmin):
@@ -44,7 +44,7 @@ def mount(site: admin.AdminSite) -> None:
     site_urls = site.get_urls
 
     def get_urls():
-        views = EchoMQAdmin(site, site.get_model_admin(Queue))
+        views = EchoMQScheduleAdmin(site, site.get_model_admin(Queue))
         return [path(f"{Queue._meta.app_label}/", include(views.get_urls())), *site_urls()]
 
     site.get_urls = get_urls

@@ -10,6 +10,7 @@
         "MAX_PAYLOAD": 524288,               # bytes; larger payloads are refused at enqueue
         "METRICS_TOKEN": None,               # bearer token of the Prometheus view (see metrics.py)
         "DURABLE_ENQUEUE": None,             # {"REPLICAS": n, "LOCAL": bool, "TIMEOUT": s}
+        "SCHEDULES": {},                     # periodic jobs (see schedules.py)
     }
 
 ``DURABLE_ENQUEUE`` makes ``enqueue()`` return only once the job is on that many
@@ -75,6 +76,7 @@ class EchoMQSettings:
 
 KNOWN_KEYS = {
     "URL", "OPTIONS", "CLUSTER", "QUEUES", "MAX_PAYLOAD", "METRICS_TOKEN", "DURABLE_ENQUEUE",
+    "SCHEDULES",
 }  # fmt: skip
 DURABLE_KEYS = {"REPLICAS", "LOCAL", "TIMEOUT"}
 

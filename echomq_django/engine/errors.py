@@ -24,6 +24,10 @@ class InvalidWorkerId(EchoMQError, ValueError):
     """A worker id with characters that the row's worker list cannot hold."""
 
 
+class InvalidSchedule(EchoMQError, ValueError):
+    """A periodic schedule that cannot be stored: its name, timing, time zone or policy."""
+
+
 class InvalidURL(EchoMQError, ValueError):
     """A server URL that names no host (or no socket path); nothing was connected."""
 

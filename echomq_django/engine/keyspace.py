@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from functools import cached_property
 
-from .errors import InvalidJobId, InvalidQueueName, InvalidWorkerId
+from .errors import InvalidJobId, InvalidQueueName, InvalidSchedule, InvalidWorkerId
 
 PREFIX = "emq"
 STATES = ("pending", "scheduled", "active", "completed", "dead")
@@ -50,6 +50,15 @@ def validate_queue_name(name: object) -> str:
             "starting with a letter or digit (no braces, colons, spaces or control characters)"
         )
     return name
+
+
+def validate_schedule_name(name: object) -> str:
+    """Return ``name`` if it can name a periodic schedule (the queue-name rules), else raise
+    ``InvalidSchedule``: it becomes part of a key and of the job ids derived from its ticks."""
+    try:
+        return validate_queue_name(name)
+    except InvalidQueueName as exc:
+        raise InvalidSchedule(str(exc).replace("queue name", "schedule name")) from None
 
 
 def validate_job_id(job_id: object) -> str:
@@ -157,6 +166,15 @@ class QueueKeys:
     def claim(self, claim_id: str) -> str:
         """The record of one claim (its leased ids), for a replay after a lost reply."""
         return f"{self.base}claim:{claim_id}"
+
+    @cached_property
+    def schedules(self) -> str:
+        """ZSET of the queue's periodic schedules: name -> next fire ms (+inf: paused, orphaned)."""
+        return self.base + "schedules"
+
+    def schedule(self, name: str) -> str:
+        """HASH of one schedule: its definition (as synced from code) and its fire record."""
+        return self.base + "schedule:" + validate_schedule_name(name)
 
     def idempotency(self, digest: str) -> str:
         """Key that maps an idempotency key's digest to the job holding it."""

@@ -10,6 +10,14 @@ job can only be moved by whichever call finds it first.
 Workers promote due jobs of their own queues when they claim, so scheduled jobs
 start on time without a reaper; the reaper is what rescues the jobs of a worker
 that died, and what sweeps queues nobody currently serves.
+
+The reaper also fires periodic schedules (``scheduler.Scheduler``). Between
+sweeps it sleeps until the earliest next fire time the server reported, and never
+longer than ``SCHEDULE_POLL_S``, so a tick is enqueued a few milliseconds after it
+is due, and a schedule resumed or edited by another process is seen within that
+bound. Any number of reapers fire each tick exactly once (the ``fire`` script's
+fence). Given the schedules declared in code, a reaper first stores them on the
+server (``Scheduler.sync``): that is how an edit in code takes effect on deploy.
 """
 
 from __future__ import annotations
@@ -17,16 +25,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .errors import EchoMQError, ServerUnavailable
 from .jobs import DEFAULT_CRASH_BUDGET, SWEEP_LIMIT, Jobs, Sweep
 from .keyspace import QueueKeys
+from .scheduler import FirePass, Scheduler
+from .schedules import Schedule
 
 logger = logging.getLogger("echomq.reaper")
 
 MAX_BACKOFF_S = 5.0
+SCHEDULE_POLL_S = 0.25  # the longest sleep between two reads of the due schedules
+TICK_SLACK_S = 0.002  # wake this long after a tick is due on the server clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +81,11 @@ class Reaper:
         interval_s: float = 1.0,
         limit: int = SWEEP_LIMIT,
         crash_budget: int = DEFAULT_CRASH_BUDGET,
+        schedules: Sequence[Schedule] | None = None,
     ) -> None:
+        """``schedules``: the ones declared in code, synced to the server before the first
+        tick (the schedules of the swept queues that are not among them are marked
+        orphaned). None: fire what the server holds, sync nothing."""
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0, not {interval_s!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= SWEEP_LIMIT:
@@ -82,6 +98,9 @@ class Reaper:
         self.interval_s = interval_s
         self.limit = limit
         self.crash_budget = crash_budget  # see reap.lua: crashes a job may cause, running alone
+        self.scheduler = Scheduler(jobs)
+        self.declared = None if schedules is None else list(schedules)
+        self._synced = schedules is None
         self._stopping = threading.Event()
 
     def queues_to_sweep(self) -> list[str]:
@@ -101,14 +120,14 @@ class Reaper:
             trimmed_dead=self.jobs.trim(queue, "dead", limit=self.limit),
         )
 
-    def tick(self) -> list[QueueSweep]:
-        """Sweep every queue once, logging the queues where something moved.
+    def tick(self, queues: Sequence[str] | None = None) -> list[QueueSweep]:
+        """Sweep every queue (or ``queues``) once, logging the queues where something moved.
 
         One queue's failure (a corrupt key, a script error) is logged and the
         other queues are still swept; a lost server stops the tick (ServerUnavailable).
         """
         sweeps = []
-        for queue in self.queues_to_sweep():
+        for queue in self.queues_to_sweep() if queues is None else queues:
             try:
                 sweep = self.sweep(queue)
             except ServerUnavailable:
@@ -121,19 +140,52 @@ class Reaper:
             sweeps.append(sweep)
         return sweeps
 
+    def sync_schedules(self) -> None:
+        """Store the declared schedules on the server (once, before the first tick).
+
+        A lost server leaves it to do again; any other failure is logged once (the
+        schedules the server holds still fire)."""
+        if self._synced:
+            return
+        try:
+            outcomes = self.scheduler.sync(self.declared or (), self.queues_to_sweep())
+        except ServerUnavailable:
+            raise
+        except EchoMQError:
+            logger.exception("storing the declared schedules failed; firing what the server holds")
+            outcomes = {}
+        self._synced = True
+        for name, outcome in outcomes.items():
+            if outcome != "unchanged":
+                logger.info("schedule %s: %s", name, outcome)
+
+    def fire(self, queues: Sequence[str]) -> FirePass:
+        """Fire the due schedules of ``queues`` (each tick once, whoever else fires)."""
+        return self.scheduler.fire_due(queues)
+
     def run(self, *, once: bool = False) -> None:
-        """Tick every ``interval_s`` until ``stop()``; ride out server outages with backoff."""
+        """Sweep every ``interval_s`` and fire schedules when due, until ``stop()``; ride
+        out server outages with backoff."""
         down_since: float | None = None
+        next_sweep = time.monotonic()
+        queues: list[str] = []
         while not self._stopping.is_set():
             started = time.monotonic()
+            due: FirePass | None = None
             try:
-                self.tick()
+                self.sync_schedules()
+                if started >= next_sweep:
+                    next_sweep = started + self.interval_s
+                    queues = self.queues_to_sweep()
+                    self.tick(queues)
+                due = self.fire(queues)
             except ServerUnavailable as exc:
                 if once:
                     raise
                 if down_since is None:
                     down_since = started
                     logger.warning("lost the server (%s); retrying with backoff", exc)
+                next_sweep = started  # sweep again as soon as the server is back
                 self._stopping.wait(min(MAX_BACKOFF_S, 0.1 + (started - down_since) / 4))
                 continue
             except EchoMQError:
@@ -145,7 +197,11 @@ class Reaper:
                 down_since = None
             if once:
                 return
-            self._stopping.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+            wait = next_sweep - started
+            if due is not None and due.wait_ms is not None:
+                wait = min(wait, due.wait_ms / 1000 + TICK_SLACK_S)
+            wait = min(wait, SCHEDULE_POLL_S) - (time.monotonic() - started)
+            self._stopping.wait(max(0.0, wait))
 
     def stop(self) -> None:
         """Finish the current call and return from ``run``. Safe from a signal handler."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from datetime import UTC, datetime
 
 from echomq_django.compat import task
 
@@ -50,3 +51,9 @@ async def fetch(delay: float) -> str:
 def send_welcome(email: str) -> str:
     """What a view enqueues after a sign-up (a real one would send mail)."""
     return f"welcome mail queued for {email}"
+
+
+@task
+def heartbeat() -> str:
+    """Fired every minute by the demo's schedule (ECHOMQ["SCHEDULES"] in settings.py)."""
+    return f"alive at {datetime.now(UTC):%H:%M:%S} UTC"

@@ -20,6 +20,7 @@
 -- shares the clock, the sequence INCRBY, the counters and the wake-up.
 -- @include "common"
 -- @include "moves"
+-- @include "store_job"
 
 local n = tonumber(ARGV[1])
 -- The sequence first: if INCRBY fails (a corrupt counter), it fails before any write,
@@ -60,20 +61,9 @@ for i = 1, n do
     if idem then
       redis.call('SET', idem, id)
     end
-    local due, state, place, at = tonumber(ARGV[a + 7]) or 0, 'pending', 'seq', seq
-    if due > now_ms then
-      state, place, at = 'scheduled', 'due_ms', due
-      redis.call('ZADD', KEYS[2], fmt(due), id)
-    else
-      redis.call('ZADD', KEYS[1], fmt(pending_score(ARGV[a + 4], seq)), id)
-    end
-    redis.call('HSET', jk,
-      'id', id, 'payload', ARGV[a + 2], 'task', ARGV[a + 3], 'priority', ARGV[a + 4],
-      'attempts', 0, 'refunds', 0, 'max_attempts', ARGV[a + 5], 'lease_ms', ARGV[a + 6],
-      'enqueued_at', fmt(now_us), 'run_after', ARGV[a + 8],
-      'result_ttl_ms', ARGV[a + 9], 'dead_ttl_ms', ARGV[a + 10], 'idem', digest,
-      'timeout_ms', ARGV[a + 12],
-      'state', state, place, fmt(at))
+    local state = store_job(jk, id, seq, KEYS[1], KEYS[2], ARGV[a + 2], ARGV[a + 3],
+      ARGV[a + 4], ARGV[a + 5], ARGV[a + 6], tonumber(ARGV[a + 7]) or 0, ARGV[a + 8],
+      ARGV[a + 9], ARGV[a + 10], digest, ARGV[a + 12])
     reply[i] = {id, state, 1, fmt(now_us)}
     stored = stored + 1
   end

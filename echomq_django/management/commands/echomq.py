@@ -8,6 +8,7 @@
     echomq purge QUEUE {completed,dead} [--yes]     delete every completed (or dead) job of QUEUE
     echomq ping [--count N]                         server version, round trip, script cache
     echomq workers                                  live workers of the registry
+    echomq schedules [ACTION NAME]                  periodic schedules (see schedule_cli.py)
 
 Every subcommand takes ``--json``: one JSON document on stdout, nothing else.
 Data is printed as data: nothing is read as rich markup or emoji codes, and
@@ -37,7 +38,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from echomq_django import conf, outbox
+from echomq_django import conf, outbox, schedule_cli
 from echomq_django.checks import primaries
 from echomq_django.engine import script
 from echomq_django.engine.errors import EchoMQError, ServerUnavailable
@@ -77,7 +78,10 @@ def _locate(jobs: Any, job_id: str, queue: str | None) -> Any:
 
 
 class Command(BaseCommand):
-    help = "Inspect and operate EchoMQ queues: stats, inspect, retry-dead, purge, ping, workers."
+    help = (
+        "Inspect and operate EchoMQ queues: stats, inspect, retry-dead, purge, ping, workers, "
+        "schedules."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
@@ -133,6 +137,9 @@ class Command(BaseCommand):
         ping.add_argument("--count", type=count_arg, default=5, help="PINGs to time")
 
         add("workers", "live workers of the registry")
+        schedule_cli.add_arguments(
+            add("schedules", "periodic schedules: list, run-now, pause, resume, remove NAME")
+        )
 
     def handle(self, *args: Any, subcommand: str, **options: Any) -> None:
         self.stdout.ending = ""  # rich and the JSON writer end their own lines
@@ -323,6 +330,13 @@ class Command(BaseCommand):
             self.emit_json([dataclasses.asdict(w) for w in workers])
         else:
             self.console.print(workers_view(workers, time.time()))
+
+    # -- schedules -----------------------------------------------------------------------
+
+    def do_schedules(
+        self, action: str, name: str | None, queue: str | None, as_json: bool, **_: Any
+    ) -> None:
+        schedule_cli.handle(self, action, name, queue, as_json)
 
 
 # ---------------------------------------------------------------------------------------

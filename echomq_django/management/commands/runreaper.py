@@ -1,4 +1,5 @@
-"""``manage.py runreaper [QUEUE ...]``: return expired leases, promote due jobs, trim retention.
+"""``manage.py runreaper [QUEUE ...]``: return expired leases, promote due jobs, trim retention,
+fire periodic schedules (``ECHOMQ["SCHEDULES"]``, stored on the server when it starts).
 
 This command only adapts settings, arguments and signals; the sweeps are
 :class:`echomq_django.engine.reaper.Reaper`'s.
@@ -11,7 +12,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from echomq_django.engine.errors import ServerUnavailable
+from echomq_django import schedules
+from echomq_django.engine.errors import InvalidSchedule, ServerUnavailable
 from echomq_django.engine.jobs import DEFAULT_CRASH_BUDGET
 from echomq_django.engine.reaper import Reaper
 from echomq_django.management import (
@@ -34,7 +36,9 @@ class Command(BaseCommand):
         "Run the EchoMQ reaper: on every tick, per queue, return jobs whose lease expired "
         "to pending (or to dead past their max attempts), move due scheduled jobs to "
         "pending, and drop completed and dead jobs past their retention. Each step is a "
-        "loop of bounded script calls. Several reapers may run at once."
+        "loop of bounded script calls. It also fires the periodic schedules of "
+        "ECHOMQ['SCHEDULES'] (stored on the server at start) when they are due. Several "
+        "reapers may run at once: each tick of a schedule is one job."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -72,12 +76,17 @@ class Command(BaseCommand):
         setup_logging(options["verbosity"])
         jobs = connect()
         explicit = options["queues"]
+        try:
+            declared = schedules.declared()
+        except InvalidSchedule as exc:  # the system checks say so first, unless skipped
+            raise CommandError(str(exc)) from exc
         reaper = Reaper(
             jobs,
             explicit or configured_queues(),
             discover=not explicit,
             interval_s=options["interval"],
             crash_budget=options["crash_budget"],
+            schedules=declared,
         )
         relay = relay_for(jobs)  # the outbox relay, when a task enqueues through the outbox
         if options["once"]:
@@ -91,11 +100,12 @@ class Command(BaseCommand):
         # First: a signal during start-up stops cleanly.
         on_stop_signals(lambda: (reaper.stop(), relay and relay.stop()), logger)
         logger.info(
-            "reaper on %s (%s): %s, every %gs",
+            "reaper on %s (%s): %s, every %gs; %d schedule(s) declared",
             jobs.connector.safe_url,
             server_version(jobs.connector),
             ", ".join(reaper.queues) if explicit else "configured and discovered queues",
             reaper.interval_s,
+            len(declared),
         )
         log_server_warnings(jobs.connector, logger)
         relaying = relay.start() if relay else None

@@ -1,0 +1,339 @@
+"""Schedules on the server: sync from code, fire due ticks, operator actions, reads.
+
+A queue's schedules live in its own slot: ``emq:{q}:schedules`` (name -> next fire
+ms) and one hash per schedule (its definition, synced from code, and its fire
+record). Every change is one script: ``schedule_sync``, ``schedule_orphan``,
+``fire``, ``schedule_pause``, ``schedule_resume``, ``schedule_run_now``,
+``schedule_remove``. Planning a fire (which ticks, the next fire time) needs the
+cron parser and the time zone database, so it runs here, in Python, on the
+server's clock as a read returned it; the ``fire`` script then checks that the
+next fire time is still the one planned from (a fence, like a lease token) and
+that every tick is due on its own clock, so a plan that lost the race, or came
+early, changes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from . import script
+from .connector import Call
+from .errors import EchoMQError, InvalidSchedule, ServerUnavailable
+from .jobs import Jobs
+from .keyspace import QueueKeys, new_job_id, validate_schedule_name
+from .schedules import Schedule, Timing, plan, stored_timing
+
+logger = logging.getLogger("echomq.scheduler")
+
+DUE_LIMIT = 100  # due schedules read per queue per pass
+LIST_LIMIT = 1000  # schedules read per queue by a listing
+SYNC_RETRIES = 3
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value)) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _next(score: object) -> int | None:
+    """A next-fire score as ms; None for +inf (paused, orphaned)."""
+    number = float(score)  # type: ignore[arg-type]
+    return None if math.isinf(number) else int(number)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSchedule:
+    """A schedule as the server holds it: definition and fire record (times: server clock)."""
+
+    queue: str
+    name: str
+    next_ms: int | None  # None while paused or orphaned
+    fields: dict[str, str]
+
+    @property
+    def paused(self) -> bool:
+        return self.fields.get("paused") == "1"
+
+    @property
+    def orphaned(self) -> bool:
+        return self.fields.get("orphaned") == "1"
+
+    @property
+    def status(self) -> str:
+        return "orphaned" if self.orphaned else "paused" if self.paused else "active"
+
+    @property
+    def task(self) -> str:
+        return self.fields.get("task", "")
+
+    @property
+    def timezone(self) -> str:
+        return self.fields.get("timezone", "UTC")
+
+    @property
+    def expression(self) -> str:
+        """The cron expression, or ``every N unit``; '?' for a record that cannot be read."""
+        try:
+            return stored_timing(self.fields).describe()
+        except InvalidSchedule:
+            return "?"
+
+    @property
+    def last_tick(self) -> int | None:
+        return _int(self.fields.get("last_tick"))
+
+    @property
+    def last_fired_at(self) -> int | None:
+        return _int(self.fields.get("last_fired_at"))
+
+    @property
+    def last_job(self) -> str:
+        return self.fields.get("last_job", "")
+
+    def counter(self, name: str) -> int:
+        """``fired``, ``missed`` or ``skipped`` so far."""
+        return _int(self.fields.get(name)) or 0
+
+    @classmethod
+    def of(cls, queue: str, name: str, score: Any, flat: Sequence[str]) -> StoredSchedule:
+        return cls(queue, name, _next(score), dict(zip(flat[::2], flat[1::2])))
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """The outcome of one ``fire`` call."""
+
+    queue: str
+    name: str
+    outcome: str  # fired, skipped, stale, early
+    ids: tuple[str, ...]
+    skipped: int
+    missed: int
+
+
+@dataclass(frozen=True, slots=True)
+class FirePass:
+    """What one pass over the due schedules did, and when the next tick is due."""
+
+    fired: list[Fired]
+    wait_ms: int | None  # until the earliest next fire time known (None: no schedule ahead)
+
+
+class Scheduler:
+    """The schedules of the queues a scheduler (the reaper) serves."""
+
+    def __init__(self, jobs: Jobs) -> None:
+        self.jobs = jobs
+        self.connector = jobs.connector
+
+    # -- reads ---------------------------------------------------------------------
+
+    def read(self, queue: str) -> tuple[int, list[StoredSchedule]]:
+        """(server now ms, the queue's schedules in order of next fire time)."""
+        keys = QueueKeys.of(queue)
+        reply = self.connector.run(script.load("schedule_list"), [keys.schedules], [LIST_LIMIT])
+        return int(reply[0]), _stored(queue, reply[1:])
+
+    def read_many(self, queues: Iterable[str]) -> tuple[int | None, list[StoredSchedule]]:
+        """Every schedule of ``queues`` in one round trip, and the server's clock."""
+        names = [QueueKeys.of(q) for q in queues]
+        calls = [Call(script.load("schedule_list"), [k.schedules], [LIST_LIMIT]) for k in names]
+        now, found = None, []
+        for keys, reply in zip(names, self.connector.run_many(calls)):
+            if isinstance(reply, Exception):
+                raise reply
+            now = int(reply[0])
+            found += _stored(keys.queue, reply[1:])
+        return now, found
+
+    def get(self, queue: str, name: str) -> StoredSchedule | None:
+        validate_schedule_name(name)
+        return next((s for s in self.read(queue)[1] if s.name == name), None)
+
+    # -- sync from code (a scheduler's start) ------------------------------------------
+
+    def sync(self, declared: Sequence[Schedule], queues: Iterable[str] = ()) -> dict[str, str]:
+        """Store each declared schedule; mark the ones of ``queues`` no longer declared.
+
+        Returns ``"queue/name" -> outcome`` (created, edited, unchanged, restored,
+        orphaned). A definition that did not change writes nothing: its next fire
+        time and record stand, so restarts never repeat or shift a tick. An edited one
+        fires next at its first tick after now and after its last fired tick.
+        """
+        by_queue: dict[str, list[Schedule]] = {}
+        for schedule in declared:
+            by_queue.setdefault(schedule.queue, []).append(schedule)
+        outcomes: dict[str, str] = {}
+        for queue in dict.fromkeys([*by_queue, *queues]):
+            self.jobs.register_queue(queue)  # so reapers that discover queues find it
+            mine = {s.name: s for s in by_queue.get(queue, [])}
+            for name, schedule in mine.items():
+                try:
+                    outcomes[f"{queue}/{name}"] = self._sync_one(schedule)
+                except ServerUnavailable:
+                    raise
+                except EchoMQError as exc:  # a key of another type planted at its hash
+                    logger.error("schedule %s/%s cannot be stored: %s", queue, name, exc)
+                    outcomes[f"{queue}/{name}"] = "failed"
+            keys = QueueKeys.of(queue)
+            for stored in self.read(queue)[1]:
+                if stored.name not in mine and self.connector.run(
+                    script.load("schedule_orphan"),
+                    [keys.schedules, keys.schedule(stored.name)],
+                    [stored.name],
+                ):
+                    outcomes[f"{queue}/{stored.name}"] = "orphaned"
+        return outcomes
+
+    def _sync_one(self, schedule: Schedule) -> str:
+        keys = QueueKeys.of(schedule.queue)
+        pairs = [value for item in schedule.definition().items() for value in item]
+        for _ in range(SYNC_RETRIES):
+            now, stored = self.read(schedule.queue)
+            record = next((s for s in stored if s.name == schedule.name), None)
+            after = max(now, (record and record.last_tick) or 0)
+            outcome = self.connector.run(
+                script.load("schedule_sync"),
+                [keys.schedules, keys.schedule(schedule.name)],
+                [schedule.name, schedule.digest, schedule.timing.next_after(after), *pairs],
+            )
+            if outcome != "retry":
+                return outcome
+        raise EchoMQError(f"schedule {schedule.name} kept firing while it was synced")
+
+    # -- firing ----------------------------------------------------------------------
+
+    def fire_due(self, queues: Sequence[str]) -> FirePass:
+        """Fire every due schedule of ``queues``: one read per queue (one round trip), then
+        one ``fire`` call per due schedule (pipelined). A schedule whose record cannot be
+        planned is logged and left out of the wait, so it cannot spin the loop."""
+        names = [QueueKeys.of(q) for q in queues]
+        reads = self.connector.run_many(
+            [Call(script.load("schedule_due"), [k.schedules], [DUE_LIMIT]) for k in names]
+        )
+        calls: list[Call] = []
+        planned: list[tuple[str, str, int]] = []
+        ahead: list[int] = []
+        for keys, reply in zip(names, reads):
+            if isinstance(reply, Exception):
+                if isinstance(reply, ServerUnavailable):
+                    raise reply
+                logger.error("reading the schedules of queue %s failed: %s", keys.queue, reply)
+                continue
+            now = int(reply[0])
+            if reply[1] != "":
+                ahead.append(int(float(reply[1])) - now)
+            for name, score, flat in zip(reply[2::3], reply[3::3], reply[4::3]):
+                try:
+                    call, missed, next_ms = self._fire_call(keys, name, score, flat, now)
+                except (InvalidSchedule, ValueError) as exc:
+                    logger.error("schedule %s of queue %s cannot fire: %s", name, keys.queue, exc)
+                    continue
+                calls.append(call)
+                planned.append((keys.queue, name, missed))
+                ahead.append(next_ms - now)
+        fired = []
+        for (queue, name, missed), reply in zip(planned, self.connector.run_many(calls)):
+            if isinstance(reply, Exception):
+                if isinstance(reply, ServerUnavailable):
+                    raise reply
+                logger.error("firing schedule %s of queue %s failed: %s", name, queue, reply)
+                continue
+            outcome = reply[0]
+            done = Fired(queue, name, outcome, tuple(reply[3:]), int(reply[2]), missed)
+            fired.append(done)
+            _log(done)
+        return FirePass(fired, min(ahead) if ahead else None)
+
+    @staticmethod
+    def _fire_call(
+        keys: QueueKeys, name: str, score: str, flat: Sequence[str], now: int
+    ) -> tuple[Call, int, int]:
+        fields = dict(zip(flat[::2], flat[1::2]))
+        timing: Timing = stored_timing(fields)
+        fence = int(float(score))
+        grace = _int(fields.get("grace_ms")) or 0
+        chosen = plan(timing, fields.get("catch_up", "latest"), grace, fence, now)
+        call = Call(
+            script.load("fire"),
+            [keys.pending, keys.scheduled, keys.seq, keys.metrics, keys.wake, keys.schedules,
+             keys.schedule(name)],
+            [name, fence, chosen.next_ms, chosen.missed, *chosen.ticks],
+        )  # fmt: skip
+        return call, chosen.missed, chosen.next_ms
+
+    # -- operator actions (one script each) ---------------------------------------------
+
+    def pause(self, queue: str, name: str) -> None:
+        keys = QueueKeys.of(queue)
+        self.connector.run(
+            script.load("schedule_pause"), [keys.schedules, keys.schedule(name)], [name]
+        )
+
+    def resume(self, queue: str, name: str) -> int:
+        """Fire again from the first tick after now (and after its last tick). Returns it."""
+        keys = QueueKeys.of(queue)
+        key = keys.schedule(name)  # the name is checked before anything is read
+        now, stored = self.read(queue)
+        record = next((s for s in stored if s.name == name), None)
+        next_ms = 0
+        if record is not None:  # else the script says EMQNOTFOUND
+            after = max(now, record.last_tick or 0)
+            next_ms = stored_timing(record.fields).next_after(after)
+        self.connector.run(script.load("schedule_resume"), [keys.schedules, key], [name, next_ms])
+        return next_ms
+
+    def run_now(self, queue: str, name: str) -> str:
+        """Enqueue one job of the schedule now (paused or not). Returns its id."""
+        keys = QueueKeys.of(queue)
+        job_id = new_job_id()
+        reply = self.connector.run(
+            script.load("schedule_run_now"),
+            [keys.pending, keys.scheduled, keys.seq, keys.metrics, keys.wake,
+             keys.schedule(name), keys.job(job_id)],
+            [name, job_id],
+        )  # fmt: skip
+        return reply[0]
+
+    def remove(self, queue: str, name: str) -> None:
+        """Delete an orphaned schedule's record (``WrongState`` if code still declares it)."""
+        keys = QueueKeys.of(queue)
+        self.connector.run(
+            script.load("schedule_remove"), [keys.schedules, keys.schedule(name)], [name]
+        )
+
+
+def _stored(queue: str, flat: Sequence[Any]) -> list[StoredSchedule]:
+    """Triples (name, score, fields) as records; a planted ill-formed name is skipped."""
+    found = []
+    for name, score, fields in zip(flat[::3], flat[1::3], flat[2::3]):
+        try:
+            validate_schedule_name(name)
+        except InvalidSchedule:
+            continue
+        found.append(StoredSchedule.of(queue, name, score, fields))
+    return found
+
+
+def _log(done: Fired) -> None:
+    if done.ids:
+        logger.info("schedule %s/%s fired: %s", done.queue, done.name, ", ".join(done.ids))
+    if done.skipped:
+        logger.info(
+            "schedule %s/%s skipped %d tick(s): its last job has not finished",
+            done.queue, done.name, done.skipped,
+        )  # fmt: skip
+    if done.missed and done.outcome in ("fired", "skipped"):
+        logger.warning(
+            "schedule %s/%s missed %d tick(s) while no scheduler ran", done.queue, done.name,
+            done.missed,
+        )  # fmt: skip
+
+
+__all__ = ["FirePass", "Fired", "Scheduler", "StoredSchedule"]

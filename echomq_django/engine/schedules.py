@@ -1,0 +1,249 @@
+"""Periodic schedules: what one is, and when it fires (pure: no server, no clock).
+
+A schedule names a job template (the payload and options an enqueue would store)
+and a timing: a cron expression read in a time zone, or a fixed interval. Its
+ticks are instants in Unix milliseconds; the tick a job was fired for is the
+timestamp of its UUIDv7 id (``fire.lua`` derives the id from the schedule and
+the tick, so a tick can only ever become one job).
+
+Time zones and daylight saving time follow Debian cron, as the ``cronsim``
+parser implements it:
+
+- An expression with a fixed minute and hour (``30 2 * * *``) is read on the
+  wall clock. A wall time that does not exist on a spring-forward day fires once,
+  at the first minute that exists after it (02:30 -> 03:00); a wall time that
+  happens twice on an autumn fall-back day fires once, at its first occurrence.
+- An expression with ``*`` in the minute or hour field (``*/15 * * * *``), and a
+  six-field expression (seconds first), is read on the absolute clock: every
+  matching instant fires, so the repeated hour of a fall-back night has its
+  quarter hours twice and the skipped hour of a spring-forward night has none.
+- ``every`` intervals ignore the zone: ticks are the multiples of the interval
+  since the Unix epoch (every 5 minutes is :00, :05, ... UTC), the same for
+  every scheduler and across restarts.
+
+Catch-up: when the ticks from the stored next fire time up to now are due at
+once (no scheduler ran for a while), ``plan`` picks what to fire:
+``latest`` (default) the most recent due tick, once; ``all`` every due tick,
+oldest first, at most ``CATCH_UP_MAX``; ``none`` only a tick that is on time
+(late by at most ``grace_ms``). The ticks not fired are counted as missed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+from .errors import InvalidSchedule
+from .jobs import NewJob
+from .keyspace import validate_queue_name, validate_schedule_name
+
+CATCH_UP = ("latest", "all", "none")
+OVERLAP = ("skip", "allow")
+CATCH_UP_MAX = 100  # ticks one fire may enqueue (catch_up "all"): one bounded script
+COUNT_MAX = 1000  # missed cron ticks counted per fire (an interval's are counted exactly)
+DEFAULT_GRACE_MS = 60_000
+MIN_EVERY_MS = 1000
+MAX_EVERY_MS = 366 * 24 * 3600 * 1000
+# The fields of the stored definition; the digest covers exactly these.
+DEFINITION_FIELDS = (
+    "cron", "every_ms", "timezone", "catch_up", "overlap", "grace_ms",
+    "task", "payload", "priority", "max_attempts", "lease_ms", "result_ttl_ms", "dead_ttl_ms",
+)  # fmt: skip
+
+
+class InvalidCron(InvalidSchedule):
+    """A cron expression the parser refuses (or that never matches)."""
+
+
+class UnknownTimeZone(InvalidSchedule):
+    """A time zone name that is not in the IANA database of this machine."""
+
+
+@lru_cache(maxsize=256)
+def zone(name: str) -> ZoneInfo:
+    """The IANA zone ``name``, or ``UnknownTimeZone`` (never a path: ZoneInfo refuses those)."""
+    if not isinstance(name, str) or not name or len(name) > 100:
+        raise UnknownTimeZone(f"unknown time zone {name!r}")
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise UnknownTimeZone(
+            f"unknown time zone {name!r} (expected e.g. 'Europe/Paris')"
+        ) from None
+
+
+def _utc_ms(moment: datetime) -> int:
+    return int(moment.astimezone(UTC).timestamp()) * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """When a schedule fires: ``cron`` in ``timezone``, or every ``every_ms``."""
+
+    cron: str = ""
+    every_ms: int = 0
+    timezone: str = "UTC"
+
+    @classmethod
+    @lru_cache(maxsize=256)
+    def parse(cls, cron: str, every_ms: int, timezone: str) -> Timing:
+        """A checked timing (remembered: reapers plan with it on every fire)."""
+        if bool(cron) == bool(every_ms):
+            raise InvalidSchedule("give exactly one of 'cron' and 'every'")
+        tz = zone(timezone)
+        if every_ms:
+            if isinstance(every_ms, bool) or not isinstance(every_ms, int):
+                raise InvalidSchedule(f"'every' must be a duration, not {every_ms!r}")
+            if not MIN_EVERY_MS <= every_ms <= MAX_EVERY_MS or every_ms % 1000:
+                raise InvalidSchedule("'every' must be whole seconds, from 1 second to 366 days")
+            return cls(every_ms=every_ms, timezone=timezone)
+        if (
+            not isinstance(cron, str)
+            or len(cron) > 200
+            or not (cron.isascii() and cron.isprintable())
+        ):
+            raise InvalidCron(f"bad cron expression {cron!r:.80}")
+        try:
+            next(CronSim(cron, datetime.now(tz)))
+        except (CronSimError, StopIteration, ValueError, LookupError, OverflowError) as exc:
+            raise InvalidCron(
+                f"bad cron expression {cron!r}: {exc or 'it never matches'}"
+            ) from None
+        return cls(cron=cron, timezone=timezone)
+
+    def next_after(self, t_ms: int) -> int:
+        """The first tick strictly after ``t_ms``."""
+        if self.every_ms:
+            return (t_ms // self.every_ms + 1) * self.every_ms
+        start = datetime.fromtimestamp(t_ms / 1000, zone(self.timezone))
+        for moment in CronSim(self.cron, start):
+            tick = _utc_ms(moment)
+            if tick > t_ms:  # a wall-clock tick of a fall-back night can lie behind `start`
+                return tick
+        raise InvalidCron(f"cron expression {self.cron!r} has no tick after {t_ms}")
+
+    def due(self, now_ms: int, since_ms: int, limit: int) -> list[int]:
+        """Ticks in [since_ms, now_ms], newest first, at most ``limit`` of them."""
+        if self.every_ms:
+            latest = now_ms // self.every_ms * self.every_ms
+            return list(range(latest, since_ms - 1, -self.every_ms)[:limit])
+        # now + 1 ms: cronsim's reverse walk starts at the whole second at or before it.
+        start = datetime.fromtimestamp((now_ms + 1) / 1000, zone(self.timezone))
+        ticks: list[int] = []
+        for moment in CronSim(self.cron, start, reverse=True):
+            tick = _utc_ms(moment)
+            if tick < since_ms or len(ticks) == limit:
+                break
+            if tick <= now_ms and (not ticks or tick < ticks[-1]):
+                ticks.append(tick)
+        return ticks
+
+    def count(self, now_ms: int, since_ms: int) -> int:
+        """How many ticks lie in [since_ms, now_ms] (cron: at most ``COUNT_MAX``)."""
+        if self.every_ms:
+            first = -(-since_ms // self.every_ms)
+            return max(0, now_ms // self.every_ms - first + 1)
+        return len(self.due(now_ms, since_ms, COUNT_MAX))
+
+    def describe(self) -> str:
+        if self.cron:
+            return self.cron
+        seconds = self.every_ms // 1000
+        for size, unit in ((86400, "d"), (3600, "h"), (60, "min")):
+            if seconds % size == 0:
+                return f"every {seconds // size} {unit}"
+        return f"every {seconds} s"
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What one fire does: the ticks to enqueue (oldest first), the ticks it gives up."""
+
+    ticks: list[int]
+    missed: int
+    next_ms: int
+
+
+def plan(timing: Timing, catch_up: str, grace_ms: int, next_ms: int, now_ms: int) -> Plan:
+    """The fire due at ``now_ms`` for a schedule whose next fire time is ``next_ms``."""
+    if next_ms > now_ms:
+        return Plan([], 0, next_ms)
+    limit = CATCH_UP_MAX if catch_up == "all" else 1
+    due = timing.due(now_ms, next_ms, limit)
+    if catch_up == "none" and due and now_ms - due[0] > grace_ms:
+        due = []
+    total = max(timing.count(now_ms, next_ms), len(due))
+    return Plan(sorted(due), total - len(due), timing.next_after(now_ms))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Schedule:
+    """A schedule as declared in code: its name and queue, its timing, its job template.
+
+    ``job`` carries what every fired job stores (payload, task, priority, attempts,
+    lease and retention); its id and due time are not used. ``overlap="skip"`` (the
+    default) skips a tick while the job of the previous one is pending, scheduled or
+    running, so a slow job or a stopped worker never piles up copies of one job.
+    """
+
+    name: str
+    queue: str
+    job: NewJob
+    cron: str = ""
+    every_ms: int = 0
+    timezone: str = "UTC"
+    catch_up: str = "latest"
+    overlap: str = "skip"
+    grace_ms: int = DEFAULT_GRACE_MS
+    timing: Timing = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        validate_schedule_name(self.name)
+        validate_queue_name(self.queue)
+        object.__setattr__(self, "timing", Timing.parse(self.cron, self.every_ms, self.timezone))
+        if self.catch_up not in CATCH_UP:
+            raise InvalidSchedule(f"catch_up must be one of {', '.join(CATCH_UP)}")
+        if self.overlap not in OVERLAP:
+            raise InvalidSchedule(f"overlap must be one of {', '.join(OVERLAP)}")
+        if self.catch_up == "all" and self.overlap == "skip":
+            raise InvalidSchedule(
+                "catch_up 'all' enqueues several ticks at once: it needs overlap 'allow'"
+            )
+        if isinstance(self.grace_ms, bool) or not isinstance(self.grace_ms, int):
+            raise InvalidSchedule("grace must be a duration")
+        if not 0 <= self.grace_ms <= MAX_EVERY_MS:
+            raise InvalidSchedule("grace must be between 0 and 366 days")
+        self.job.validate()
+
+    def definition(self) -> dict[str, str]:
+        """The fields stored in the schedule's hash (what ``fire.lua`` reads)."""
+        job = self.job
+        values = (
+            self.cron, self.every_ms, self.timezone, self.catch_up, self.overlap, self.grace_ms,
+            job.task, job.payload, job.priority, job.max_attempts, job.lease_ms,
+            job.result_ttl_ms, job.dead_ttl_ms,
+        )  # fmt: skip
+        return {name: str(value) for name, value in zip(DEFINITION_FIELDS, values, strict=True)}
+
+    @property
+    def digest(self) -> str:
+        """Names the definition: a schedule whose digest changed was edited in code."""
+        text = json.dumps(self.definition(), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def stored_timing(fields: dict[str, str]) -> Timing:
+    """The timing of a stored definition (``InvalidSchedule`` if it cannot be read)."""
+    try:
+        every = int(fields.get("every_ms") or 0)
+    except ValueError:
+        raise InvalidSchedule(
+            f"stored every_ms is not an integer: {fields['every_ms']!r:.40}"
+        ) from None
+    return Timing.parse(fields.get("cron") or "", every, fields.get("timezone") or "UTC")

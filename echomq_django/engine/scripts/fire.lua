@@ -1,0 +1,95 @@
+-- fire: enqueue the jobs of a schedule's due ticks and advance its next fire time.
+--
+-- KEYS[1] pending    ZSET   KEYS[2] scheduled  ZSET   KEYS[3] seq       STRING
+-- KEYS[4] metrics    HASH   KEYS[5] wake       ZSET   KEYS[6] schedules ZSET
+-- KEYS[7] the schedule's HASH
+--
+-- ARGV[1] name, ARGV[2] the next fire time the caller planned from (ms: the fence),
+-- ARGV[3] the next fire time after this fire, ARGV[4] how many ticks the caller's
+-- catch-up policy gives up (counted as missed), ARGV[5..] the ticks to fire, oldest first.
+--
+-- The fence makes any number of schedulers fire each tick exactly once: the first call
+-- moves the next fire time on, and every other call planned from the same one finds it
+-- moved and changes nothing. Each job's id is derived from (queue, schedule, tick), a
+-- UUIDv7 whose timestamp is the tick, so a tick is one job even when planned twice (a
+-- schedule edited between deploys). The row is the one enqueue stores (store_job).
+-- overlap 'skip': while the schedule's last job is pending, scheduled or active, the
+-- ticks are skipped (counted), the next fire time still advances.
+--
+-- Reply: {outcome, fired, skipped, job id...}; outcome 'fired', 'skipped', or, with
+-- nothing changed, 'stale' (the fence moved: fired by another scheduler, paused,
+-- edited or removed) or 'early' (a tick is ahead of the server clock).
+-- Error: EMQSTATE when the schedule's record is not a whole definition (nothing written).
+-- @include "common"
+-- @include "moves"
+-- @include "store_job"
+
+local name, fence = ARGV[1], tonumber(ARGV[2])
+for i = 2, #ARGV do
+  if not tonumber(ARGV[i]) then
+    return redis.error_reply('ERR fire: ARGV[' .. i .. '] is not a number')
+  end
+end
+local score = redis.call('ZSCORE', KEYS[6], name)
+if not score or tonumber(score) ~= fence then
+  return {'stale', 0, 0}
+end
+local n = #ARGV - 4
+if fence > now_ms or (n > 0 and tonumber(ARGV[#ARGV]) > now_ms) then
+  return {'early', 0, 0}
+end
+local def = is_row(KEYS[7]) and redis.call('HMGET', KEYS[7], 'payload', 'task', 'priority',
+  'max_attempts', 'lease_ms', 'result_ttl_ms', 'dead_ttl_ms', 'overlap', 'last_job', 'paused',
+  'orphaned')
+if not def or not def[7] then
+  return redis.error_reply('EMQSTATE schedule ' .. name .. ' has no whole definition')
+end
+if def[10] == '1' or def[11] == '1' then
+  return {'stale', 0, 0}  -- a paused or orphaned schedule is never due (its score is +inf)
+end
+
+-- (queue, schedule, tick) -> a canonical UUIDv7: the tick's 48 bits of ms, then SHA-1 bits.
+local function tick_job_id(tick)
+  local h = redis.sha1hex(base .. 'schedule:' .. name .. ':' .. fmt(tick))
+  local ms = string.format('%06x%06x', math.floor(tick / 16777216), tick % 16777216)
+  local v = tonumber(string.sub(h, 4, 4), 16) % 4 + 1
+  local variant = string.sub('89ab', v, v)
+  return string.sub(ms, 1, 8) .. '-' .. string.sub(ms, 9, 12) .. '-7' .. string.sub(h, 1, 3)
+    .. '-' .. variant .. string.sub(h, 5, 7) .. '-' .. string.sub(h, 8, 19)
+end
+
+local ids, skipped, outcome = {}, 0, 'fired'
+if n > 0 and def[8] == 'skip' and def[9] and def[9] ~= '' then
+  local state = redis.pcall('HGET', row_key(def[9]), 'state')
+  if state == 'pending' or state == 'scheduled' or state == 'active' then
+    outcome, skipped = 'skipped', n
+  end
+end
+if outcome == 'fired' and n > 0 then
+  local seq = redis.call('INCRBY', KEYS[3], n) - n
+  for i = 5, #ARGV do
+    local id = tick_job_id(tonumber(ARGV[i]))
+    local jk = row_key(id)
+    seq = seq + 1
+    if redis.call('EXISTS', jk) == 0 then
+      store_job(jk, id, seq, KEYS[1], KEYS[2], def[1], def[2], def[3], def[4], def[5], 0, '',
+        def[6], def[7], '')
+      ids[#ids + 1] = id
+    end
+  end
+  redis.call('HSET', KEYS[7], 'last_tick', ARGV[#ARGV], 'last_fired_at', fmt(now_us))
+  if #ids > 0 then
+    redis.call('HSET', KEYS[7], 'last_job', ids[#ids])
+    wake(KEYS[5])
+    redis.call('HINCRBY', KEYS[4], 'enqueued', #ids)
+  end
+end
+redis.call('HINCRBY', KEYS[7], 'fired', #ids)
+redis.call('HINCRBY', KEYS[7], 'missed', tonumber(ARGV[4]))
+redis.call('HINCRBY', KEYS[7], 'skipped', skipped)
+redis.call('ZADD', KEYS[6], ARGV[3], name)
+local reply = {outcome, #ids, skipped}
+for _, id in ipairs(ids) do
+  reply[#reply + 1] = id
+end
+return reply

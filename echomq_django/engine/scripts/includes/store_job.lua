@@ -1,0 +1,27 @@
+-- A new job's row, inlined by `-- @include "store_job"` (after "common"): the one
+-- place that writes what enqueue stores, so a job fired by a schedule (fire,
+-- schedule_run_now) is the same row as one enqueued by a caller.
+--
+-- `seq`: the job's sequence number (the caller took it with INCRBY); `due`: absolute
+-- Unix ms, 0 or past for now; `digest`: the idempotency key's digest ('' for none);
+-- `timeout_ms`: the job's own time limit (nil or 0: none).
+-- The caller checked that no row exists at `jk`, and counts and wakes once per call.
+-- Returns the state the job is stored in: 'pending' or 'scheduled'.
+local function store_job(jk, id, seq, pending_key, scheduled_key, payload, task, priority,
+                         max_attempts, lease_ms, due, run_after, result_ttl_ms, dead_ttl_ms, digest,
+                         timeout_ms)
+  local state, place, at = 'pending', 'seq', seq
+  if due > now_ms then
+    state, place, at = 'scheduled', 'due_ms', due
+    redis.call('ZADD', scheduled_key, fmt(due), id)
+  else
+    redis.call('ZADD', pending_key, fmt(pending_score(priority, seq)), id)
+  end
+  redis.call('HSET', jk,
+    'id', id, 'payload', payload, 'task', task, 'priority', priority,
+    'attempts', 0, 'refunds', 0, 'max_attempts', max_attempts, 'lease_ms', lease_ms,
+    'enqueued_at', fmt(now_us), 'run_after', run_after,
+    'result_ttl_ms', result_ttl_ms, 'dead_ttl_ms', dead_ttl_ms, 'idem', digest,
+    'timeout_ms', timeout_ms or '0', 'state', state, place, fmt(at))
+  return state
+end

@@ -1,0 +1,24 @@
+-- schedule_resume: a paused schedule fires again, from its first tick after now.
+--
+-- KEYS[1] schedules  ZSET   KEYS[2] the schedule's HASH
+-- ARGV[1] name, ARGV[2] its next fire time (ms: the first tick after now and its last tick)
+--
+-- The ticks that passed while it was paused are neither fired nor counted as missed.
+-- Reply: 1. Error: EMQNOTFOUND, EMQSTATE (not paused, or orphaned).
+-- @include "common"
+
+local name = ARGV[1]
+if not is_row(KEYS[2]) then
+  return redis.error_reply('EMQNOTFOUND schedule ' .. name)
+end
+local row = redis.call('HMGET', KEYS[2], 'paused', 'orphaned')
+if row[2] == '1' then
+  return redis.error_reply('EMQSTATE schedule ' .. name .. ' is orphaned: it does not fire')
+end
+if row[1] ~= '1' then
+  return redis.error_reply('EMQSTATE schedule ' .. name .. ' is not paused')
+end
+redis.call('HSET', KEYS[2], 'paused', 0)
+redis.call('HDEL', KEYS[2], 'paused_at')
+redis.call('ZADD', KEYS[1], ARGV[2], name)
+return 1

@@ -1,0 +1,37 @@
+-- schedule_run_now: an operator enqueues one job of a schedule at once.
+--
+-- KEYS[1] pending    ZSET   KEYS[2] scheduled  ZSET   KEYS[3] seq  STRING
+-- KEYS[4] metrics    HASH   KEYS[5] wake       ZSET   KEYS[6] the schedule's HASH
+-- KEYS[7] the new job's row HASH
+-- ARGV[1] name, ARGV[2] the new job's id
+--
+-- The job is the row enqueue stores (store_job), from the schedule's definition. It runs
+-- whether the schedule is paused or its last job still runs (the operator asked), and
+-- becomes the schedule's last job; the ticks and the next fire time are untouched.
+-- Reply: {id, state}. Error: EMQNOTFOUND, EMQSTATE (orphaned, or not a whole definition),
+-- EMQEXISTS (a row with this id exists).
+-- @include "common"
+-- @include "moves"
+-- @include "store_job"
+
+local name, id = ARGV[1], ARGV[2]
+if not is_row(KEYS[6]) then
+  return redis.error_reply('EMQNOTFOUND schedule ' .. name)
+end
+local def = redis.call('HMGET', KEYS[6], 'payload', 'task', 'priority', 'max_attempts',
+  'lease_ms', 'result_ttl_ms', 'dead_ttl_ms', 'orphaned')
+if def[8] == '1' then
+  return redis.error_reply('EMQSTATE schedule ' .. name .. ' is orphaned: it is no longer declared')
+end
+if not def[7] then
+  return redis.error_reply('EMQSTATE schedule ' .. name .. ' has no whole definition')
+end
+if redis.call('EXISTS', KEYS[7]) == 1 then
+  return redis.error_reply('EMQEXISTS job ' .. id .. ' exists already')
+end
+local state = store_job(KEYS[7], id, redis.call('INCR', KEYS[3]), KEYS[1], KEYS[2], def[1],
+  def[2], def[3], def[4], def[5], 0, '', def[6], def[7], '')
+redis.call('HSET', KEYS[6], 'last_job', id)
+wake(KEYS[5])
+redis.call('HINCRBY', KEYS[4], 'enqueued', 1)
+return {id, state}

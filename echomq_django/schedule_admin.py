@@ -1,0 +1,189 @@
+"""The schedules page of the EchoMQ admin: every periodic schedule, and its actions.
+
+A row per schedule the server holds (task, expression, zone, next and last fire,
+the last job and its state, counts of fired / missed / skipped ticks), plus the
+schedules declared in code that no reaper has stored yet, or stored before an
+edit. Pause, resume and run now need the ``change`` permission on ``Queue``;
+removing an orphaned schedule needs ``delete``. Each is a POST (CSRF-checked by
+the admin site) and one engine call, hence one script.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
+from django.shortcuts import render
+from django.urls import URLPattern, path, register_converter
+
+from . import conf, schedules
+from .admin_rows import from_ms
+from .admin_views import (
+    Action,
+    EchoMQAdmin,
+    _ValidatedConverter,
+    server_errors,
+)
+from .engine.errors import CorruptRow, InvalidSchedule
+from .engine.jobs import Jobs
+from .engine.keyspace import validate_schedule_name
+from .engine.scheduler import Scheduler, StoredSchedule
+from .engine.schedules import Schedule
+from .metrics import known_queues
+
+
+class ScheduleNameConverter(_ValidatedConverter):
+    validate = staticmethod(validate_schedule_name)
+
+
+register_converter(ScheduleNameConverter, "emq_schedule")
+
+
+def _pause(jobs: Jobs, queue: str, name: str) -> str:
+    Scheduler(jobs).pause(queue, name)
+    return f"Schedule {name} paused: it fires no tick until it is resumed."
+
+
+def _resume(jobs: Jobs, queue: str, name: str) -> str:
+    next_ms = Scheduler(jobs).resume(queue, name)
+    return f"Schedule {name} resumed: it fires next at {from_ms(next_ms):%Y-%m-%d %H:%M:%S} UTC."
+
+
+def _run_now(jobs: Jobs, queue: str, name: str) -> str:
+    job_id = Scheduler(jobs).run_now(queue, name)
+    return f"Schedule {name}: job {job_id} enqueued."
+
+
+def _remove(jobs: Jobs, queue: str, name: str) -> str:
+    Scheduler(jobs).remove(queue, name)
+    return f"Schedule {name} removed."
+
+
+SCHEDULE_ACTIONS = {
+    a.slug: a
+    for a in (
+        Action("pause", "Pause", "change", _pause, states=("active",)),
+        Action("resume", "Resume", "change", _resume, states=("paused",), style="default"),
+        Action("run-now", "Run now", "change", _run_now, states=("active", "paused")),
+        Action(
+            "remove", "Remove", "delete", _remove, states=("orphaned",), style="deletelink",
+            confirm="The schedule is no longer declared in code: its record (last fire, "
+            "counts) is removed for good. The jobs it fired are kept.",
+        ),
+    )
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRow:
+    """A schedule as the page shows it."""
+
+    queue: str
+    name: str
+    status: str  # active, paused, orphaned, or "not stored" (declared, no reaper yet)
+    task: str
+    expression: str
+    timezone: str  # shown for cron expressions only: intervals ignore zones
+    zoned: bool
+    catch_up: str
+    overlap: str
+    next_fire: datetime | None
+    last_tick: datetime | None
+    last_job: str
+    last_job_state: str  # "" when there is none, "gone" once its row was trimmed
+    fired: int
+    missed: int
+    skipped: int
+    edited: bool  # code declares another definition than the one stored
+    actions: list[Action]
+
+    @classmethod
+    def of(cls, stored: StoredSchedule, state: str, edited: bool, actions: list[Action]):
+        fields = stored.fields
+        return cls(
+            queue=stored.queue, name=stored.name, status=stored.status, task=stored.task,
+            expression=stored.expression, timezone=stored.timezone, zoned=bool(fields.get("cron")),
+            catch_up=fields.get("catch_up", ""), overlap=fields.get("overlap", ""),
+            next_fire=from_ms(stored.next_ms), last_tick=from_ms(stored.last_tick),
+            last_job=stored.last_job, last_job_state=state, fired=stored.counter("fired"),
+            missed=stored.counter("missed"), skipped=stored.counter("skipped"), edited=edited,
+            actions=actions,
+        )  # fmt: skip
+
+    @classmethod
+    def declared(cls, schedule: Schedule) -> ScheduleRow:
+        return cls(
+            queue=schedule.queue, name=schedule.name, status="not stored",
+            task=schedule.job.task, expression=schedule.timing.describe(),
+            timezone=schedule.timezone, zoned=bool(schedule.cron), catch_up=schedule.catch_up,
+            overlap=schedule.overlap,
+            next_fire=None, last_tick=None, last_job="", last_job_state="", fired=0, missed=0,
+            skipped=0, edited=False, actions=[],
+        )  # fmt: skip
+
+
+class EchoMQScheduleAdmin(EchoMQAdmin):
+    """The EchoMQ pages, plus the schedules page and its actions."""
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.site.admin_view
+        return [
+            *super().get_urls(),
+            path("schedules/", wrap(self.schedules), name="echomq_schedules"),
+            path(
+                "schedules/<emq_queue:queue>/<emq_schedule:name>/<slug:action>/",
+                wrap(self.schedule_action),
+                name="echomq_schedule_action",
+            ),
+        ]
+
+    @server_errors
+    def schedules(self, request: HttpRequest) -> HttpResponse:
+        """Every schedule of the known queues, and the declared ones not stored yet."""
+        self.require(request, "view")
+        jobs = conf.get_jobs()
+        try:
+            declared = {(s.queue, s.name): s for s in schedules.declared()}
+        except InvalidSchedule:  # the system checks report it; show what the server holds
+            declared = {}
+        queues = sorted(set(known_queues(jobs)) | {queue for queue, _ in declared})
+        now_ms, stored = Scheduler(jobs).read_many(queues)
+        rows = []
+        for record in stored:
+            mine = declared.pop((record.queue, record.name), None)
+            edited = mine is not None and mine.digest != record.fields.get("digest")
+            actions = self.allowed(request, SCHEDULE_ACTIONS, record.status)
+            rows.append(ScheduleRow.of(record, self.job_state(jobs, record), edited, actions))
+        rows += [ScheduleRow.declared(s) for s in declared.values()]
+        context = self.context(
+            request,
+            "Schedules",
+            rows=sorted(rows, key=lambda r: (r.queue, r.name)),
+            server_now=from_ms(now_ms),
+            schedules_url=self.url("schedules"),
+        )
+        return render(request, "admin/echomq/schedules.html", context)
+
+    @staticmethod
+    def job_state(jobs: Jobs, record: StoredSchedule) -> str:
+        if not record.last_job:
+            return ""
+        try:
+            job = jobs.get(record.queue, record.last_job)
+        except (ValueError, CorruptRow):  # a planted id, or a row that is not a job
+            return "unreadable"
+        return job.state if job is not None else "gone"
+
+    @server_errors
+    def schedule_action(
+        self, request: HttpRequest, queue: str, name: str, action: str
+    ) -> HttpResponseBase:
+        """Pause, resume, run now or remove one schedule."""
+        chosen = SCHEDULE_ACTIONS.get(action)
+        if chosen is None:
+            raise Http404(f"unknown action {action!r}")
+        self.require(request, chosen.permission)
+        listing = self.url("schedules")
+        return self.act(request, chosen, (queue, name), f"Schedule {name}", listing, listing)
