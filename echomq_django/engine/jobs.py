@@ -90,11 +90,18 @@ def _utf8(value: str, name: str) -> bytes:
         ) from None
 
 
+ERROR_MAX_BYTES = 64 * 1024  # one error record; the worker's are bounded well below (outcome.py)
+
+
 def _error_object(error: object) -> str:
     """``error`` if it is one JSON object: Lua splices it as is into the row's errors array."""
+    if isinstance(error, str) and len(error) > ERROR_MAX_BYTES:
+        raise InvalidJobOptions(
+            f"error is {len(error)} characters, over the limit of {ERROR_MAX_BYTES}"
+        )
     try:
         ok = isinstance(error, str) and isinstance(json.loads(error), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         ok = False
     if not ok:
         raise InvalidJobOptions('error must be one JSON object, e.g. {"exception_class_path": ...}')

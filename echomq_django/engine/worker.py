@@ -53,7 +53,7 @@ from .errors import (
 )
 from .jobs import BATCH_MAX, DEFAULT_CRASH_BUDGET, DEFAULT_LEASE_MS, Claim, Claimed, Jobs
 from .keyspace import QueueKeys, validate_worker_id
-from .outcome import Failure, Handler, Outcome, Success, error_json
+from .outcome import Failure, Handler, Outcome, Success, error_json, summary_line
 from .outcome import error_object as _as_error_object
 from .outcome import failure_from_exception as failure_from_exception
 from .registry import WorkerInfo
@@ -870,7 +870,7 @@ class Worker:
                     claimed.id,
                     claimed.token,
                     error=_as_error_object(failure.error, failure.summary),
-                    summary=failure.summary,
+                    summary=summary_line(failure.summary),
                     backoff_ms=backoff,
                     give_up=not failure.retry,
                     ran_us=lease.ran_us(),

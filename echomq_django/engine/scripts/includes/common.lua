@@ -56,14 +56,36 @@ end
 
 -- Errors are a JSON array kept opaque to Lua (cjson would round big integers
 -- and turn empty arrays into objects): each entry arrives already encoded.
+--
+-- Bounded: the row keeps the newest errors within ERRORS_MAX bytes and counts the
+-- ones it dropped in 'errors_dropped' (each record is bounded by the worker:
+-- outcome.py), so a task failing with huge messages, many times, cannot grow its
+-- row (and the time of this script) without end. An entry starts with
+-- '{"exception_class_path":' (outcome.error_json writes that key first; JSON escapes
+-- any quote inside a string), which is where the oldest one is cut off.
+local ERRORS_MAX = 65536
 local function append_error(jk, error_json, summary)
-  local errors = redis.call('HGET', jk, 'errors')
+  local row = redis.call('HMGET', jk, 'errors', 'errors_dropped')
+  local errors, dropped = row[1], 0
   if not errors or errors == '' or errors == '[]' then
     errors = '[' .. error_json .. ']'
   else
     errors = string.sub(errors, 1, -2) .. ',' .. error_json .. ']'
   end
+  while #errors > ERRORS_MAX do
+    local cut = string.find(errors, ',{"exception_class_path":', 2, true)
+    if not cut then  -- one entry alone over the bound, or records of another shape
+      errors = '[' .. error_json .. ']'
+      dropped = dropped + 1
+      break
+    end
+    errors = '[' .. string.sub(errors, cut + 1)
+    dropped = dropped + 1
+  end
   redis.call('HSET', jk, 'errors', errors, 'last_error', summary)
+  if dropped > 0 then
+    redis.call('HSET', jk, 'errors_dropped', fmt((tonumber(row[2]) or 0) + dropped))
+  end
 end
 
 -- An idempotency key is held only while its job is pending, scheduled or active.
