@@ -246,7 +246,11 @@ class Job:
                 raise CorruptRow(f"the row has no {name!r} field")
         if state not in STATES:
             raise CorruptRow(f"unknown state {state[:40]!r}")
-        n = _ints(values)
+        (
+            priority, attempts, refunds, max_attempts, lease_ms, enqueued_at, started_at,
+            last_attempted_at, finished_at, due_ms, lease_deadline, result_ttl_ms,
+            timeout_ms, crashes, run,
+        ) = _ints(values)  # fmt: skip
         workers = values[_WORKER_IDS]
         return cls(
             queue=queue,
@@ -254,18 +258,18 @@ class Job:
             state=state,
             payload=payload,
             task=values[_TASK] or "",
-            priority=n["priority"] or 0,
-            attempts=n["attempts"] or 0,
-            refunds=n["refunds"] or 0,
-            max_attempts=n["max_attempts"] or DEFAULT_MAX_ATTEMPTS,
-            lease_ms=n["lease_ms"] or 0,
-            enqueued_at=n["enqueued_at"],
-            started_at=n["started_at"],
-            last_attempted_at=n["last_attempted_at"],
-            finished_at=n["finished_at"],
-            due_ms=n["due_ms"],
-            lease_deadline=n["lease_deadline"],
-            result_ttl_ms=n["result_ttl_ms"],
+            priority=priority or 0,
+            attempts=attempts or 0,
+            refunds=refunds or 0,
+            max_attempts=max_attempts or DEFAULT_MAX_ATTEMPTS,
+            lease_ms=lease_ms or 0,
+            enqueued_at=enqueued_at,
+            started_at=started_at,
+            last_attempted_at=last_attempted_at,
+            finished_at=finished_at,
+            due_ms=due_ms,
+            lease_deadline=lease_deadline,
+            result_ttl_ms=result_ttl_ms,
             run_after=values[_RUN_AFTER] or "",
             worker=values[_WORKER] or "",
             worker_ids=tuple(workers.split("\n")) if workers else (),
@@ -273,10 +277,10 @@ class Job:
             last_error=values[_LAST_ERROR] or "",
             result=values[_RESULT],
             idempotency_key=values[_IDEM] or "",
-            timeout_ms=n["timeout_ms"] or 0,
-            crashes=n["crashes"] or 0,
+            timeout_ms=timeout_ms or 0,
+            crashes=crashes or 0,
             solo=values[_SOLO] == "1",
-            started=n["run"] is not None and n["run"] == n["attempts"],
+            started=run is not None and run == attempts,
         )
 
 
@@ -294,15 +298,21 @@ ROW_FIELDS = (
     _ID, _STATE, _PAYLOAD, _TASK, _RUN_AFTER, _WORKER, _WORKER_IDS, _ERRORS,
     _LAST_ERROR, _RESULT, _IDEM, _SOLO,
 ) = range(12)  # fmt: skip
-_INT_FIELDS = ROW_FIELDS[12:]  # the integer fields, priority .. run
+_INT_FIELDS = ROW_FIELDS[12:]  # the integer fields, priority .. run (from_values unpacks them)
+assert _INT_FIELDS == (
+    "priority", "attempts", "refunds", "max_attempts", "lease_ms", "enqueued_at", "started_at",
+    "last_attempted_at", "finished_at", "due_ms", "lease_deadline", "result_ttl_ms",
+    "timeout_ms", "crashes", "run",
+)  # fmt: skip
 _ATTEMPTS = ROW_FIELDS.index("attempts")
 
 
-def _ints(values: Sequence[str | None]) -> dict[str, int | None]:
-    """The integer fields by name (None when absent or empty); ``CorruptRow`` names one that is not."""
+def _ints(values: Sequence[str | None]) -> list[int | None]:
+    """The integer fields (``_INT_FIELDS``, in order; None when absent or empty);
+    ``CorruptRow`` names one that is not an integer."""
     raw = values[12:]
     try:
-        return dict(zip(_INT_FIELDS, [int(v) if v else None for v in raw], strict=True))
+        return [int(v) if v else None for v in raw]
     except ValueError:
         for name, v in zip(_INT_FIELDS, raw, strict=True):
             try:

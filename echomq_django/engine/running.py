@@ -31,7 +31,8 @@ from .errors import Cancelled, TimeLimitExceeded
 from .jobs import Claimed
 from .outcome import Failure, Handler, Outcome, call_handler, error_json
 
-HARD_GRACE_S = 2.0  # after a soft stop, how long a run may take to end before it is killed
+HARD_GRACE_S = 2.0
+_NEVER = float("inf")  # after a soft stop, how long a run may take to end before it is killed
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,7 @@ class _Run:
     stop: type[BaseException] | None = None  # the soft stop sent, if any
     stopped_at: float = 0.0
     abandoned: bool = False
+    done: bool = False  # the handler returned: no soft stop may be raised in its thread
 
 
 class Runner:
@@ -103,13 +105,14 @@ class Runner:
 
     def run(self, slot: int, key: Key, claimed: Claimed, solo: bool, limit_s: float) -> RunResult:
         """Run the handler on ``claimed`` in ``slot``'s place; blocks until it ends."""
-        deadline = time.monotonic() + limit_s if limit_s > 0 else float("inf")
+        deadline = time.monotonic() + limit_s if limit_s > 0 else _NEVER
         child = self._solo_child if solo else None
         if child is None and self._children:
             child = self._children[slot % len(self._children)]
         run = _Run(key, deadline, thread=threading.get_ident(), child=child)
-        with self._lock:
-            self._runs[key] = run
+        # No lock on this path (every job takes it): dict stores are atomic, and a soft
+        # stop is raised only into a run not yet done (see ``stop``).
+        self._runs[key] = run
         try:
             if child is None:
                 return call_handler(self.handler, claimed)
@@ -117,26 +120,23 @@ class Runner:
         except (TimeLimitExceeded, Cancelled) as exc:  # the soft stop landed outside the task
             return stopped_failure(type(exc), str(exc) or "stopped")
         finally:
-            with self._lock:  # no soft stop may land in this thread's next job
-                self._runs.pop(key, None)
-                if child is None and run.stop is not None:
-                    raise_in_thread(run.thread, None)
-
-    def abandoned(self, key: Key) -> bool:
-        with self._lock:
-            run = self._runs.get(key)
-            return run is not None and run.abandoned
+            run.done = True
+            self._runs.pop(key, None)
+            if child is None and run.stop is not None:  # none may land in its next job
+                raise_in_thread(run.thread, None)
 
     def stop(self, key: Key, exc: type[BaseException]) -> None:
         """The soft stop of one run (a cancel, a time limit); the watch enforces the rest."""
-        with self._lock:
+        with self._lock:  # one stop at a time (the heartbeat's watch, a cancel)
             run = self._runs.get(key)
-            if run is None or run.stop is not None:
+            if run is None or run.stop is not None or run.done:
                 return
             run.stop, run.stopped_at = exc, time.monotonic()
             run.deadline = min(run.deadline, run.stopped_at)
-            if run.child is None:  # under the lock: only while this run is the thread's
+            if run.child is None:
                 raise_in_thread(run.thread, exc)
+                if run.done:  # it ended as we raised: withdraw it, if not delivered yet
+                    raise_in_thread(run.thread, None)
         if run.child is not None:
             run.child.stop(key, exc)
 
@@ -144,8 +144,9 @@ class Runner:
         """Enforce time limits: soft stops at the deadline, abandon thread runs past the
         hard grace (child runs are killed by their own waiter). Returns when to look again."""
         due, abandon = [], []
+        runs = list(self._runs.values())
         with self._lock:
-            for run in self._runs.values():
+            for run in runs:
                 if run.stop is None and now >= run.deadline:
                     due.append(run)
                 elif (
@@ -156,9 +157,7 @@ class Runner:
                 ):
                     run.abandoned = True
                     abandon.append(run)
-            soonest = min(
-                (r.deadline for r in self._runs.values() if r.stop is None), default=now + 1
-            )
+            soonest = min((r.deadline for r in runs if r.stop is None), default=now + 1)
         for run in due:
             self.stop(run.key, TimeLimitExceeded)
         for run in abandon:

@@ -37,7 +37,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 from redis.backoff import NoBackoff
@@ -81,11 +81,6 @@ MAX_BACKOFF_S = 5.0  # reconnect backoff ceiling
 MAX_LEASE_MS = 7 * 24 * 3600 * 1000  # what Jobs.claim accepts
 DEFAULT_RETRY_POLICY = RetryPolicy()
 BLOCK_SLACK_S = 2.0
-# Read-ahead jobs are marked started (Jobs.start_many) in batches just before they
-# run, as many as start within this long: one round trip per batch, and a crash
-# leaves at most that many jobs that had not really run marked as maybe-crashed.
-START_AHEAD_MS = 10.0
-START_MAX = 250
 STAMP_AFTER_S = 0.05
 CANCEL_CHECK_S = 1.0  # a running job's lease is renewed at least this often  # a run still going after this long gets its start time stamped  # socket_timeout = block timeout + this: a hung read cannot wedge us
 
@@ -113,6 +108,7 @@ class _Lease:
     claimed_at: float = 0.0
     armed: bool = False  # marked started on the server (claim or start): it may run
     armed_at_claim: bool = False  # the claim marked it: its snapshot lists this run already
+    solo: bool = False  # it was running when a worker died: it runs alone (reap.lua)
     server_us: int = 0  # the server's clock at the claim (µs), read at monotonic `claimed_at`
     stamped: bool = False  # the server holds this run's start time
     started: float = 0.0
@@ -123,20 +119,15 @@ class _Lease:
     abandoned: bool = False  # stuck past its time limit: failed, its slot given to a new thread
     slot: int = 0  # the executor running it
     cancelled: str = ""  # an operator's reason: the task is being stopped
+    key: tuple[str, str, int] = field(init=False)  # (queue, id, token): this lease
 
-    @property
-    def key(self) -> tuple[str, str, int]:
-        """A job may come back to this worker (released, reaped): its token tells the two apart."""
-        return self.claimed.queue, self.claimed.id, self.claimed.token
+    def __post_init__(self) -> None:
+        # A job may come back to this worker (released, reaped): its token tells the two apart.
+        self.key = (self.claimed.queue, self.claimed.id, self.claimed.token)
 
     @property
     def task(self) -> str:
         return self.claimed.job.task if self.claimed.job else "?"
-
-    @property
-    def solo(self) -> bool:
-        """It was running when a worker died: it runs with nothing beside it (reap.lua)."""
-        return self.claimed.job is not None and self.claimed.job.solo
 
     def begin_run(self, worker_id: str) -> None:
         """The run starts now: the row snapshot the handler sees says so, as the server
@@ -253,7 +244,7 @@ class Worker:
         self._closing = False  # executors exit once the ready jobs are gone
         self._solo: _Lease | None = None  # a solo job taken: nothing else starts meanwhile
         self._solo_held = 0  # solo jobs held: the fetcher claims nothing more meanwhile
-        self._start_lock = threading.Lock()  # one start_many batch at a time
+
         # Claim ids never repeat, not even for a worker restarted under the same name
         # (a replay would return the old claim's jobs instead of new ones).
         self._claim_prefix = f"{secrets.token_hex(8)}."
@@ -413,8 +404,6 @@ class Worker:
         for name in self.queues:
             if got >= want:
                 break
-            with self._lock:  # executors with nothing to do start these at once
-                idle = max(0, self.slots - len(self._running) - len(self._ready))
             sent = time.monotonic()
             claim = self.jobs.claim(
                 name,
@@ -422,7 +411,10 @@ class Worker:
                 count=want - got,
                 lease_ms=self.lease_ms,
                 claim_id=self._claim_id(name),
-                start_now=min(idle, want - got),
+                # All of them: each starts within the read-ahead budget (50 ms of work),
+                # and a job marked started that had not yet run when this process died
+                # only comes back solo, never charged (reap.lua).
+                start_now=want - got,
                 isolated=bool(self.processes),
             )
             del self._claim_ids[name]  # answered: the next claim is a new one
@@ -452,6 +444,7 @@ class Worker:
                 claimed_at=sent,
                 armed=c.job is not None and c.job.started,
                 armed_at_claim=c.job is not None and c.job.started,
+                solo=c.job is not None and c.job.solo,
                 server_us=claim.now_ms * 1000,
             )
             for c in claim.jobs
@@ -619,79 +612,79 @@ class Worker:
         here, and nothing starts beside it: if this process dies now, the crash is
         its own (reap.lua charges it alone).
         """
-        isolate = self._runner.can_isolate
-        with self._work:
-            while True:
-                lease = self._ready[0] if self._ready else None
-                if lease is not None and lease.released:
-                    self._ready.popleft()  # given back meanwhile (_give_back_stuck)
-                    continue
-                alone = self._solo is None or (isolate and not lease.solo) if lease else False
-                if lease is not None and alone:
-                    if not (lease.solo and self._running and not isolate):
-                        self._ready.popleft()
-                        if lease.solo:
-                            self._solo = lease
-                        lease.started = time.monotonic()  # give-back leaves it alone now
-                        self._running.add(lease)
-                        self._renew_at = min(self._renew_at, _renewal_time(lease))
-                        if self._fetcher_waiting and self._room_for_batch():
-                            self._room.notify_all()
-                        return lease
-                elif lease is None:
-                    if self._closing:
-                        return None
-                    if self._outbox:  # about to wait: nothing may sit in the outbox meanwhile
-                        self._work.release()
-                        try:
-                            self._flush()
-                        finally:
-                            self._work.acquire()
-                        continue
-                self._work.wait(0.5)
+        while True:
+            with self._lock:  # the plain lock, not the Condition's wrapper: every job's path
+                lease = self._next_ready()
+                if lease is not None:
+                    return lease
+                closing, flush = self._closing and not self._ready, bool(self._outbox)
+            if closing:
+                return None
+            if flush and not self._ready:  # about to wait: nothing may sit in the outbox
+                self._flush()
+                continue
+            with self._work:
+                if self._next_ready_blocked():
+                    self._work.wait(0.5)
+
+    def _next_ready(self) -> _Lease | None:
+        """Pop the lease to run next, if one may start now. Called with the lock held."""
+        ready = self._ready
+        while ready:
+            lease = ready[0]
+            if lease.released:
+                ready.popleft()  # given back meanwhile (_give_back_stuck)
+                continue
+            if self._solo is not None and (lease.solo or not self._runner.can_isolate):
+                return None  # a solo job runs: nothing else starts (no child), or no second one
+            if lease.solo and self._running and not self._runner.can_isolate:
+                return None  # it must run alone in this process: wait for the others
+            ready.popleft()
+            if lease.solo:
+                self._solo = lease
+            lease.started = time.monotonic()  # give-back leaves it alone now
+            self._running.add(lease)
+            renew = lease.renewed_at + CANCEL_CHECK_S  # a running job is checked every second
+            if renew < self._renew_at:
+                self._renew_at = renew
+            if self._fetcher_waiting and self._room_for_batch():
+                self._room.notify_all()
+            return lease
+        return None
+
+    def _next_ready_blocked(self) -> bool:
+        """Nothing may start now and the worker is not closing: wait. Lock held."""
+        return not self._closing and not (self._ready and self._next_ready_peek())
+
+    def _next_ready_peek(self) -> bool:
+        lease = self._ready[0]
+        if lease.released:
+            return True
+        if self._solo is not None and (lease.solo or not self._runner.can_isolate):
+            return False
+        return not (lease.solo and self._running and not self._runner.can_isolate)
 
     def _mark_started(self, lease: _Lease) -> bool:
-        """Tell the server this job's run begins (with the next ones of the read-ahead,
-        in one round trip), before it runs. False: it could not be told; do not run it."""
+        """Tell the server this job's run begins, before it runs. The claim did it for
+        every job but a solo one (marked here, alone, once nothing else runs beside it).
+        False: it could not be told (shutdown gave up); do not run it."""
         if lease.armed or lease.claimed.job is None:  # a corrupt row runs no task
             return True
-        with self._start_lock:
-            if lease.armed:  # another executor's batch marked it meanwhile
-                return True
-            batch = self._start_batch(lease)
-            items = [(le.claimed.queue, le.claimed.id, le.claimed.token) for le in batch]
-            isolated = bool(self.processes) or (lease.solo and self._runner.can_isolate)
+        items = [(lease.claimed.queue, lease.claimed.id, lease.claimed.token)]
+        isolated = bool(self.processes) or (lease.solo and self._runner.can_isolate)
 
-            def start() -> list[object]:
-                return self.jobs.start_many(self.id, items, isolated=isolated)
+        def start() -> list[object]:
+            return self.jobs.start_many(self.id, items, isolated=isolated)
 
-            try:
-                replies = self._call_server("start", start)
-            except ServerUnavailable:
-                return False  # shutdown gave up; unmarked, the reaper returns it free
-            for le, reply in zip(batch, replies):
-                if isinstance(reply, StaleToken):
-                    le.lost = str(reply)
-                elif isinstance(reply, Exception):
-                    logger.error("job %s: could not mark it started: %r", le.claimed.id, reply)
-                    le.lost = str(reply)
-                else:
-                    le.armed = True
+        try:
+            (reply,) = self._call_server("start", start)
+        except ServerUnavailable:
+            return False  # unmarked: the reaper returns it free
+        if isinstance(reply, Exception):  # StaleToken: someone else holds it now
+            lease.lost = str(reply)
+        else:
+            lease.armed = True
         return True
-
-    def _start_batch(self, lease: _Lease) -> list[_Lease]:
-        """``lease`` and the unmarked read-ahead jobs due to start within START_AHEAD_MS."""
-        ahead = START_MAX
-        if self._avg_ms is not None:
-            ahead = int(self.slots * START_AHEAD_MS / max(self._avg_ms, 0.01))
-        batch = [lease]
-        with self._lock:
-            for other in self._ready:
-                if len(batch) > min(ahead, START_MAX):
-                    break
-                if not (other.armed or other.solo or other.released or other.claimed.job is None):
-                    batch.append(other)
-        return batch
 
     def _process(self, lease: _Lease, slot: int) -> None:
         lease.begin_run(self.id)  # now: marking it may have taken a round trip
@@ -704,7 +697,11 @@ class Worker:
             outcome = stopped_failure(type(exc), "stopped as it ended")
         elapsed_ms = lease.elapsed_ms = (time.monotonic() - lease.started) * 1000
         self._avg_ms = elapsed_ms if self._avg_ms is None else 0.8 * self._avg_ms + 0.2 * elapsed_ms
-        if lease.abandoned:
+        if type(outcome) is Success and not (
+            lease.abandoned or lease.lost or lease.released or lease.cancelled
+        ):  # the common case first: this is every job's path
+            self._complete_later(lease, outcome.result)
+        elif lease.abandoned:
             self._log_job(lease, "finally returned after it was abandoned; outcome discarded")
         elif lease.lost or lease.released:
             self._discard(lease)
@@ -720,8 +717,10 @@ class Worker:
     def _time_limit(self, lease: _Lease) -> float:
         """Seconds the run may take (0: no limit): the job's own, capped by the worker's."""
         own = lease.claimed.job.timeout_ms / 1000 if lease.claimed.job else 0.0
-        limits = [t for t in (own, self.time_limit_s) if t > 0]
-        return min(limits, default=0.0)
+        cap = self.time_limit_s
+        if own and cap:
+            return min(own, cap)
+        return own or cap
 
     def _crashed(self, lease: _Lease, crash: Crashed) -> None:
         """Its process died under it. Alone in it: the job's own crash, charged now (no

@@ -90,11 +90,11 @@ def proxy(valkey_server):
         yield p
 
 
-@pytest.mark.parametrize("script", ["claim", "complete", "start"])
+@pytest.mark.parametrize("script", ["claim", "complete"])
 def test_lost_replies_cost_no_job_an_attempt_nor_a_lease(valkey_jobs, proxy, script):
-    """Replies of claims (the jobs were leased), completes (the jobs were finished) or
-    starts are lost again and again, with the default attempt settings: every job
-    completes once, none is charged, none waits for its lease to run out."""
+    """Replies of claims (the jobs were leased) or completes (the jobs were finished) are
+    lost again and again, with the default attempt settings: every job completes once,
+    none is charged, none waits for its lease to run out."""
     jobs, n, lease_ms = valkey_jobs, 300, 20_000
     jobs.enqueue_many("q", [NewJob(payload=str(i)) for i in range(n)])
     runs: Counter[str] = Counter()
@@ -198,3 +198,15 @@ def test_the_reaper_returns_a_dead_workers_read_ahead_free_and_in_order(valkey_j
     assert all(r.counted_attempts == 0 and r.error_list == [] for r in rows)
     order = [jobs.claim("q", "w", count=8).jobs for _ in range(3)]
     assert [[c.id for c in claim] for claim in order] == [[ids[0]], [ids[1]], ids[2:]]
+
+
+def test_a_start_sent_again_after_a_lost_reply_marks_the_run_once(valkey_jobs):
+    """A solo job is marked started by its own call (start.lua); sent again after a lost
+    reply, it must not count a second run (one worker id per run)."""
+    jobs = valkey_jobs
+    job_id = jobs.enqueue("q", NewJob(payload="{}")).id
+    (c,) = jobs.claim("q", "w").jobs  # not marked at claim (start_now=0)
+    assert jobs.start_many("w", [("q", job_id, c.token)]) == [1]
+    assert jobs.start_many("w", [("q", job_id, c.token)]) == [1]  # the same call again
+    job = jobs.get("q", job_id)
+    assert (job.worker_ids, job.started) == (("w",), True)

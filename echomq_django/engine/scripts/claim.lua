@@ -99,12 +99,17 @@ for i = 1, #popped, 2 do
       -- and dead-lettered under its own key.
       row[at.id], row[at.state], row[at.attempts] = id, 'active', fmt(token)
       row[at.worker], row[at.lease_deadline] = worker, fmt(deadline)
-      if claimed < start_now and row[at.solo] ~= '1' then
-        local workers = mark_started(jk, fmt(token), worker, row[at.worker_ids], isolated)
+      if claimed < start_now and row[at.solo] ~= '1' then  -- marked started: see start.lua
+        local workers, before = worker, row[at.worker_ids]
+        if before and before ~= '' then workers = before .. '\n' .. worker end
         row[at.worker_ids], row[at.run] = workers, fmt(token)
+        redis.call('HSET', jk, 'id', id, 'state', 'active', 'worker', worker,
+          'lease_deadline', fmt(deadline), 'run', fmt(token), 'worker_ids', workers,
+          'isolated', isolated and fmt(token) or '0')
+      else
+        redis.call('HSET', jk, 'id', id, 'state', 'active', 'worker', worker,
+          'lease_deadline', fmt(deadline))
       end
-      redis.call('HSET', jk, 'id', id, 'state', 'active', 'worker', worker,
-        'lease_deadline', fmt(deadline))
       redis.call('ZADD', KEYS[3], fmt(deadline), id)
       reply[#reply + 1] = row
       leased[#leased + 1] = id .. ':' .. fmt(token)

@@ -20,7 +20,7 @@
 local reply, done = {}, 0
 for i = 1, #KEYS - 3 do
   local jk, id, token = KEYS[3 + i], ARGV[4 * i - 3], ARGV[4 * i - 2]
-  local stale, row = fence(jk, token, 'complete', 'result_ttl_ms', 'idem')
+  local stale, row = fence(jk, token, 'complete', 'result_ttl_ms', 'idem', 'started_at')
   if stale then
     local was = redis.pcall('HMGET', jk, 'state', 'attempts', 'finished_at')
     if not was.err and was[1] == 'completed' and was[2] == token and was[3] then
@@ -31,11 +31,19 @@ for i = 1, #KEYS - 3 do
   else
     local ttl = tonumber(row[3]) or 86400000
     -- ZREM first: under maxmemory a flagless script is refused at its first write that
-    -- may grow memory (HSETNX), and a full server must still finish its jobs.
+    -- may grow memory, and a full server must still finish its jobs.
     redis.call('ZREM', KEYS[1], id)
-    stamp_run(jk, ARGV[4 * i])
     redis.call('ZADD', KEYS[2], fmt(now_ms + ttl), id)
-    redis.call('HSET', jk, 'state', 'completed', 'finished_at', fmt(now_us), 'result', ARGV[4 * i - 1])
+    -- The run's start time (stamp_run, folded into this one HSET: this is the hot path).
+    local ran = tonumber(ARGV[4 * i])
+    if ran and ran >= 0 and ran <= now_us then
+      local began = fmt(now_us - ran)
+      redis.call('HSET', jk, 'state', 'completed', 'finished_at', fmt(now_us),
+        'result', ARGV[4 * i - 1], 'last_attempted_at', began, 'started_at', row[5] or began)
+    else
+      redis.call('HSET', jk, 'state', 'completed', 'finished_at', fmt(now_us),
+        'result', ARGV[4 * i - 1])
+    end
     redis.call('HDEL', jk, 'worker', 'lease_deadline')
     release_idempotency(jk, id, row[4] or '')
     reply[i] = fmt(now_us)
