@@ -45,13 +45,6 @@ def aenqueue_loop(task: Any, n: int) -> float:
     return asyncio.run(go())
 
 
-def native_aenqueue(backend: Any) -> bool:
-    """Whether the backend has its own ``aenqueue`` (else Django's sync_to_async one)."""
-    from django.tasks.backends.base import BaseTaskBackend
-
-    return type(backend).aenqueue is not BaseTaskBackend.aenqueue
-
-
 class DjangoTasksPeer(PythonPeer):
     """A django.tasks backend: subclasses set ``key``, ``module``, ``dists`` and argv."""
 

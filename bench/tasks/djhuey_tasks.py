@@ -2,9 +2,8 @@
 
 import time
 
-from django.tasks import task
-
 from bench.tasks import probe
+from echomq_django.compat import task  # django.tasks, or the backport on Django 5.2
 
 
 @task(backend="djhuey", queue_name="bench")
