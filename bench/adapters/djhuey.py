@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 from typing import Any
 
 from bench.adapters.django_tasks import DjangoTasksPeer
@@ -22,10 +23,13 @@ class DjHueyAdapter(DjangoTasksPeer):
     )
 
     def available(self) -> str | None:
-        # Importing huey.contrib.djhuey reads settings.HUEY: only look for it here.
+        # Importing huey.contrib.djhuey reads settings.HUEY before Django is set up:
+        # look for the file instead.
         if importlib.util.find_spec("huey") is None:
             return "not installed (huey)"
-        if importlib.util.find_spec("huey.contrib.djhuey.tasks_backend") is None:
+        contrib = importlib.util.find_spec("huey.contrib")
+        where = contrib.submodule_search_locations if contrib else None
+        if not any((Path(d) / "djhuey" / "tasks_backend.py").is_file() for d in where or ()):
             return "this huey has no django.tasks backend (huey.contrib.djhuey.tasks_backend)"
         return None
 
