@@ -122,13 +122,14 @@ def _process(n_procs: int) -> Callable:
     return m
 
 
-def m_supervised(a: Adapter, cfg: Config, r: redis.Redis) -> dict | None:
-    """One worker command with 2 task processes under its supervisor (``--processes 2``)."""
+def m_supervised(a: Adapter, cfg: Config, r: redis.Redis, variant: Any) -> dict | None:
+    """One worker command with 2 task processes under its supervisor (``--processes 2``),
+    each child with the variant's concurrency."""
     if not getattr(a, "supervisor_argv", None):
         return None
     common.reset(r)
     a.prefill(cfg.n_process)
-    return _timed_run(r, cfg.n_process, lambda: a.run_supervised(cfg.n_process, 2))
+    return _timed_run(r, cfg.n_process, lambda: a.run_supervised(cfg.n_process, 2, variant))
 
 
 def m_spawn(a: Adapter, cfg: Config, r: redis.Redis) -> dict:
@@ -282,7 +283,7 @@ def run(
         ("enqbulk", m_enqueue_bulk, False),
         ("proc1", _process(1), True),
         ("proc2", _process(2), True),
-        ("procsup", m_supervised, False),
+        ("procsup", m_supervised, True),
         ("spawn", m_spawn, False),
         ("count", m_count, False),
         ("lat", m_latency, False),

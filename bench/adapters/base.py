@@ -22,7 +22,7 @@ repetition and each library in turn (interleaved):
 Optional (the runner skips an adapter without them):
 
     aenqueue_one(n) -> s        n jobs, one ``await task.aenqueue()`` at a time
-    run_supervised(n, children) -> jobs/s
+    run_supervised(n, children, variant) -> jobs/s
                                 one worker command that runs ``children``
                                 task processes under its own supervisor
 
@@ -127,8 +127,9 @@ class PythonPeer(Adapter):
     """
 
     module = ""  # importable name used by available()
-    # argv of one worker command running `children` task processes under its own
-    # supervisor (EchoMQ's --processes N, threadmill's -w N); None: no such mode.
+    # argv(children, variant) of one worker command running `children` task processes
+    # under its own supervisor (EchoMQ's --processes N, threadmill's -w N), each with
+    # the variant's concurrency; None: no such mode.
     supervisor_argv: Any = None
 
     def available(self):
@@ -170,11 +171,12 @@ class PythonPeer(Adapter):
             finally:
                 common.stop(procs)
 
-    def run_supervised(self, n: int, children: int) -> float:
+    def run_supervised(self, n: int, children: int, variant: Any = None) -> float:
         """Jobs/s of one supervised worker command with ``children`` task processes."""
         with common.Tally() as tally:
             env = common.worker_env(self.url, tally)
-            procs = [common.spawn(self.supervisor_argv(children), env, f"{self.key}-sup")]
+            argv = self.supervisor_argv(children, variant)
+            procs = [common.spawn(argv, env, f"{self.key}-sup")]
             try:
                 return tally.wait_finished(
                     n, procs, timeout=max(120.0, n / 100.0), runners=children

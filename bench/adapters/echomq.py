@@ -31,7 +31,7 @@ class EchoMQAdapter(PythonPeer):
         "EchoMQ: `python -m django runworker bench --concurrency C -v 0` per worker process "
         "(C = 1 or 4, best reported), Django Tasks backend end to end (payload encoding, "
         "task_started/task_finished signals, TaskResult, results kept for a day); the "
-        "supervised row is one `runworker --processes 2 --concurrency 1`.",
+        "supervised row is one `runworker --processes 2 --concurrency C` (C per child).",
     )
 
     def version(self):
@@ -76,11 +76,11 @@ class EchoMQAdapter(PythonPeer):
         self._concurrency = variant or 1
         return super().run_workers(n, n_procs, variant)
 
-    def supervisor_argv(self, children):
+    def supervisor_argv(self, children, variant=None):
         return [
             python_exe(), "-m", "django", "runworker", QUEUE,
             "--settings", "bench.echomq_settings", "--processes", str(children),
-            "--concurrency", "1", "--name", "bench-sup", "-v", "0",
+            "--concurrency", str(variant or 1), "--name", "bench-sup", "-v", "0",
         ]  # fmt: skip
 
     def worker_argv(self, i, latency):

@@ -27,8 +27,8 @@ class ThreadmillAdapter(DjangoTasksPeer):
     def variant_label(self, variant: Any) -> str:
         return f"t={variant}"
 
-    def supervisor_argv(self, children: int) -> list[str]:
-        return self.command_argv("-w", str(children), "-t", "1")
+    def supervisor_argv(self, children: int, variant: Any = None) -> list[str]:
+        return self.command_argv("-w", str(children), "-t", str(variant or 1))
 
 
 ADAPTER = ThreadmillAdapter()

@@ -56,14 +56,16 @@ def test_supervised_row_and_the_two_process_target() -> None:
     res = Results()
     res.add("proc1_rate", "echomq:1", 5000.0)
     res.add("proc2_rate", "echomq:1", 6000.0)
-    res.add("procsup_rate", "echomq", 7500.0)
-    res.add("procsup_srv_us", "echomq", 48.0)
+    res.add("procsup_rate", "echomq:1", 7500.0)
+    res.add("procsup_srv_us", "echomq:1", 48.0)
+    res.add("procsup_rate", "echomq:4", 7000.0)
+    res.add("procsup_srv_us", "echomq:4", 60.0)
     res.add("enqbulk_rate", "echomq", 20000.0)
     res.add("enq1_rate", "echomq", 5000.0)
     res.add("enq1_rate", "vtasks", 6000.0)
     text = _render(res)
     assert _row(text, "2. End-to-end, one worker, 2 supervised processes (jobs/s)") == [
-        "7,500",
+        "7,500 (c=1)",
         "–",
     ]
     assert _row(text, "2. Server CPU per job, 2 supervised processes (µs)") == ["48", "–"]
