@@ -63,14 +63,17 @@ def test_supervised_row_and_the_two_process_target() -> None:
     res.add("enqbulk_rate", "echomq", 20000.0)
     res.add("enq1_rate", "echomq", 5000.0)
     res.add("enq1_rate", "vtasks", 6000.0)
-    text = _render(res)
+    res.add("enqbulk_rate", "vtasks", 10000.0)
+    res.add("enqbulk_rate", "rq", 8000.0)
+    text = _render(res, ("echomq", "vtasks", "threadmill", "rq"))
     assert _row(text, "2. End-to-end, one worker, 2 supervised processes (jobs/s)") == [
-        "7,500 (c=1)",
-        "–",
-    ]
-    assert _row(text, "2. Server CPU per job, 2 supervised processes (µs)") == ["48", "–"]
-    # vtasks has no supervised mode and its bulk row is "–", not "failed".
-    assert _row(text, "1. Enqueue, bulk API (jobs/s)") == ["20,000", "–"]
+        "7,500 (c=1)", "–", "–", "–",
+    ]  # fmt: skip
+    assert _row(text, "2. Server CPU per job, 2 supervised processes (µs)") == ["48", "–", "–", "–"]
+    # threadmill has no bulk call: "–", not "failed".
+    assert _row(text, "1. Enqueue, bulk API (jobs/s)") == ["20,000", "10,000", "–", "8,000"]
+    bulk = next(x for x in text.splitlines() if "fastest Python peer's bulk" in x)
+    assert "2.00× (vtasks)" in bulk  # a peer with worker variants still counts by its key
     two = next(x for x in text.splitlines() if "≥ 1.4× 1 process" in x)
     assert "1.50×" in two and "| yes |" in two  # the better of the two 2-process figures
     one = next(x for x in text.splitlines() if "fastest peer's one-by-one" in x)
