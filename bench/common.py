@@ -106,6 +106,10 @@ def stats_delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]
 
 def worker_env(url: str, tally: Tally | None = None, extra: dict | None = None) -> dict:
     env = dict(os.environ)
+    # The harness process runs under bench.djsettings.harness; workers get what they got
+    # before it existed (Celery's Django fix-up reads this variable). The Django workers
+    # pass their own --settings.
+    env["DJANGO_SETTINGS_MODULE"] = "bench.echomq_settings"
     env["BENCH_URL"] = url
     env[TALLY_ENV] = tally.path if tally else ""
     env["PYTHONPATH"] = os.pathsep.join(

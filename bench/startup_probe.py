@@ -47,6 +47,9 @@ def once(stage_call: str, stage_return: str, fn):
 
 def main() -> None:
     mark("interpreter", T0)
+    args = sys.argv[1:]
+    if "--settings" in args:  # what execute_from_command_line would do, before setup()
+        os.environ["DJANGO_SETTINGS_MODULE"] = args[args.index("--settings") + 1]
     import django
     from django.core.management import execute_from_command_line
     from django.core.management.base import BaseCommand
@@ -58,7 +61,7 @@ def main() -> None:
 
     Jobs.claim = once("claim_call", "claim_return", Jobs.claim)
     BaseCommand.check = once("checks_start", "checks_end", BaseCommand.check)
-    execute_from_command_line(["django", *sys.argv[1:]])
+    execute_from_command_line(["django", *args])
 
 
 if __name__ == "__main__":
