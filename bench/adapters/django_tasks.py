@@ -51,6 +51,14 @@ class DjangoTasksPeer(PythonPeer):
     dists: tuple[str, ...] = ()
     command: tuple[str, ...] = ()  # the worker's manage.py command and its fixed options
 
+    def available(self) -> str | None:
+        import django
+
+        why = super().available()
+        if why and django.VERSION < (6, 0):
+            why += " (it needs Django 6, so Python 3.12+)"
+        return why
+
     def version(self) -> str:
         return dist_version(*self.dists)
 
