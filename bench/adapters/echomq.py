@@ -74,7 +74,10 @@ class EchoMQAdapter(PythonPeer):
 
     def run_workers(self, n, n_procs, variant=None):
         self._concurrency = variant or 1
-        return super().run_workers(n, n_procs, variant)
+        try:
+            return super().run_workers(n, n_procs, variant)
+        finally:
+            self._concurrency = 1  # later spawns (first job, latency) get the default
 
     def supervisor_argv(self, children, variant=None):
         return [
