@@ -47,13 +47,13 @@ def now_ms() -> float:
     return time.time() * 1000.0
 
 
-def median(xs):
+def median(xs: list[float | None]) -> float | None:
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
 
 
-def percentile(xs, p):
-    """Nearest-rank percentile (p in 0..100)."""
+def percentile(xs: list[float], p: float) -> float | None:
+    """Nearest-rank percentile (p in 0..100): the one definition every bench tool uses."""
     if not xs:
         return None
     s = sorted(xs)
@@ -91,6 +91,12 @@ def library_calls(stats: dict[str, int]) -> int:
     return sum(v for k, v in stats.items() if k not in HARNESS_COMMANDS)
 
 
+def server_cpu(r: redis.Redis) -> float:
+    """Seconds of CPU the server process has used (user + system, all its threads)."""
+    info = r.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 def stats_delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
     return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
 
@@ -100,6 +106,10 @@ def stats_delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]
 
 def worker_env(url: str, tally: Tally | None = None, extra: dict | None = None) -> dict:
     env = dict(os.environ)
+    # The harness process runs under bench.djsettings.harness; workers get what they got
+    # before it existed (Celery's Django fix-up reads this variable). The Django workers
+    # pass their own --settings.
+    env["DJANGO_SETTINGS_MODULE"] = "bench.echomq_settings"
     env["BENCH_URL"] = url
     env[TALLY_ENV] = tally.path if tally else ""
     env["PYTHONPATH"] = os.pathsep.join(
@@ -200,13 +210,18 @@ class Tally:
             self.starts.append((float(self._buf[i + 1 : j]), self.done))
             self._buf = self._buf[j + 1 :]
 
-    def wait_finished(self, n: int, procs: list[subprocess.Popen], timeout: float) -> float:
+    def wait_finished(
+        self, n: int, procs: list[subprocess.Popen], timeout: float, runners: int | None = None
+    ) -> float:
         """Block until the N-th task reports; return the steady-state rate (jobs/s).
 
         Counted from the first task of the last worker process to start (all are
         running from then on) to the end of the N-th task, over the jobs that were
         not yet done at that start. With one process: first task start -> N-th end.
+        ``runners`` is how many processes run tasks when it is not ``len(procs)``
+        (a supervisor with N children: one spawned process, N runners).
         """
+        runners = runners or len(procs)
         deadline = time.monotonic() + timeout
         while True:
             self._read()
@@ -219,18 +234,31 @@ class Tally:
             if dead and len(dead) == len(procs):
                 raise WorkerFailed(f"all workers exited (rc={[p.returncode for p in dead]})")
             time.sleep(self.POLL)
-        if len(self.starts) >= len(procs):
-            t0, before = self.starts[len(procs) - 1]
+        if len(self.starts) >= runners:
+            t0, before = self.starts[runners - 1]
             return (n - before) / (t_end - t0)
         # Some process never got a job (another claimed them all first, as can
         # happen with a small N): clock from the very first task.
         print(
-            f"[bench] note: only {len(self.starts)} of {len(procs)} worker processes ran a "
+            f"[bench] note: only {len(self.starts)} of {runners} worker processes ran a "
             "task; clock started at the first task",
             file=sys.stderr,
             flush=True,
         )
         return n / (t_end - min(t for t, _ in self.starts))
+
+    def wait_first(self, procs: list[subprocess.Popen], timeout: float) -> float:
+        """Block until the first task has ended; return that moment (``time.time()``)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self._read()
+            if self.done:
+                return time.time()
+            if time.monotonic() > deadline:
+                raise WorkerFailed(f"no task done {timeout:.0f}s after the worker was spawned")
+            if all(p.poll() not in (0, None) for p in procs):
+                raise WorkerFailed(f"worker exited (rc={[p.returncode for p in procs]})")
+            time.sleep(self.POLL)
 
 
 def pickup_loop(r: redis.Redis, enqueue_latency_job, k: int, warmup: int = 3) -> list[float]:

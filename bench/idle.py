@@ -23,15 +23,11 @@ import threading
 import time
 from collections.abc import Callable
 
+from bench.common import percentile
 from echomq_django.embedded import EmbeddedServer
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Claimed, Jobs, NewJob
 from echomq_django.engine.worker import Success, Worker
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def start(jobs: Jobs, queue: str, handler: Callable[[Claimed], Success], **options) -> Worker:

@@ -2,7 +2,8 @@
 # One command for the whole benchmark:   bash bench/run.sh [--quick] [--libs rq,huey] [--reps N]
 #
 # Makes (once) a separate venv in bench/.work/venv with bench/requirements.txt
-# (the peers: RQ, Dramatiq, Celery, Huey; never runtime deps of the project),
+# (the peers: django-vtasks, threadmill, RQ, Dramatiq, Celery, Huey; never runtime
+# deps of the project),
 # installs BullMQ with npm into bench/node/ (skipped with a note without Node),
 # starts its own embedded Valkey (persistence off), runs everything and writes
 # the Markdown table to stdout and bench/RESULTS.md. Progress goes to stderr.

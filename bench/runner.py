@@ -16,11 +16,16 @@ import platform
 import sys
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
+from typing import Any
 
-from bench import common, server
+import redis
+
+from bench import common, report, server, startup
 from bench.adapters import ORDER, load
+from bench.adapters.base import Adapter
 
 
 @dataclass
@@ -38,6 +43,7 @@ class Config:
     scale_large: int = 10**6
     scale_n: int = 10_000
     admin_size: int = 10**6
+    spawn_runs: int = 5  # first job after spawn: runs per repetition (median)
     mode: str = "full"
 
 
@@ -53,6 +59,7 @@ QUICK = Config(
     scale_large=10**5,
     scale_n=1_000,
     admin_size=10**5,
+    spawn_runs=3,
     mode="quick",
 )
 
@@ -60,47 +67,90 @@ QUICK = Config(
 @dataclass
 class Results:
     # samples[phase][lib_label] -> list of values (one per repetition)
-    samples: dict = field(default_factory=dict)
-    errors: dict = field(default_factory=dict)  # (phase, label) -> message
-    load: list = field(default_factory=list)  # 1-min load average after each measurement
+    samples: dict[str, dict[str, list]] = field(default_factory=dict)
+    errors: dict[tuple[str, str], str] = field(default_factory=dict)  # (phase, label) -> message
+    load: list[float] = field(default_factory=list)  # 1-min load average after each measurement
 
-    def add(self, phase, label, value):
+    def add(self, phase: str, label: str, value: Any) -> None:
         self.samples.setdefault(phase, {}).setdefault(label, []).append(value)
 
-    def med(self, phase, label):
+    def med(self, phase: str, label: str) -> float | None:
         return common.median(self.samples.get(phase, {}).get(label, []))
 
 
-def log(msg):
+def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S', time.gmtime())}Z] {msg}", file=sys.stderr, flush=True)
 
 
 # -- the measurements ------------------------------------------------------------
 
 
-def m_enqueue_one(a, cfg, r):
+def m_enqueue_one(a: Adapter, cfg: Config, r: redis.Redis) -> dict:
     common.reset(r)
     t = a.enqueue_one(cfg.n_enqueue)
     return {"rate": cfg.n_enqueue / t}
 
 
-def m_enqueue_bulk(a, cfg, r):
+def m_enqueue_async(a: Adapter, cfg: Config, r: redis.Redis) -> dict | None:
+    """``await task.aenqueue()`` one by one from an event loop (Django Tasks backends)."""
+    if not hasattr(a, "aenqueue_one"):
+        return None
+    common.reset(r)
+    return {"rate": cfg.n_enqueue / a.aenqueue_one(cfg.n_enqueue)}
+
+
+def m_enqueue_bulk(a: Adapter, cfg: Config, r: redis.Redis) -> dict | None:
     common.reset(r)
     t = a.enqueue_bulk(cfg.n_enqueue, cfg.batch)
-    return {"rate": cfg.n_enqueue / t}
+    return None if t is None else {"rate": cfg.n_enqueue / t}
 
 
-def _process(n_procs):
-    def m(a, cfg, r, variant):
+def _timed_run(r: redis.Redis, n: int, run: Callable[[], float]) -> dict:
+    """Rate of ``run()`` and the server's own CPU per job over it (µs, INFO cpu)."""
+    cpu = common.server_cpu(r)
+    rate = run()
+    return {"rate": rate, "srv_us": (common.server_cpu(r) - cpu) / n * 1e6}
+
+
+def _process(n_procs: int) -> Callable:
+    def m(a: Adapter, cfg: Config, r: redis.Redis, variant: Any) -> dict:
         common.reset(r)
         a.prefill(cfg.n_process)
         r.config_resetstat()
-        return {"rate": a.run_workers(cfg.n_process, n_procs, variant)}
+        return _timed_run(r, cfg.n_process, lambda: a.run_workers(cfg.n_process, n_procs, variant))
 
     return m
 
 
-def m_count(a, cfg, r):
+def m_supervised(a: Adapter, cfg: Config, r: redis.Redis, variant: Any) -> dict | None:
+    """One worker command with 2 task processes under its supervisor (``--processes 2``),
+    each child with the variant's concurrency."""
+    if not getattr(a, "supervisor_argv", None):
+        return None
+    common.reset(r)
+    a.prefill(cfg.n_process)
+    return _timed_run(r, cfg.n_process, lambda: a.run_supervised(cfg.n_process, 2, variant))
+
+
+def m_spawn(a: Adapter, cfg: Config, r: redis.Redis) -> dict:
+    """First job done after spawn: median of ``spawn_runs`` spawns (one job waiting)."""
+    runs = []
+    for _ in range(cfg.spawn_runs):
+        common.reset(r)
+        runs.append(a.first_job_seconds())
+    out: dict[str, Any] = {"s": common.median(runs)}
+    if a.key == "echomq":  # where its start-up goes (bench/startup.py)
+        common.reset(r)
+        a.prefill(1)
+        argv = a.worker_argv(0, latency=False)
+        for stage, secs in startup.one_run(a.url, argv).items():
+            out[f"stage_{stage}"] = secs
+        for module, ms in startup.heaviest_imports(argv, common.worker_env(a.url)):
+            out[f"{startup.IMPORT_PREFIX}{module}"] = ms
+    return out
+
+
+def m_count(a: Adapter, cfg: Config, r: redis.Redis) -> dict:
     """Untimed: commandstats deltas + MONITOR for the share run inside scripts."""
     n = cfg.n_count
     common.reset(r)
@@ -133,17 +183,17 @@ def m_count(a, cfg, r):
     }
 
 
-def m_latency(a, cfg, r):
+def m_latency(a: Adapter, cfg: Config, r: redis.Redis) -> dict:
     common.reset(r)
     lat = a.pickup_latency(cfg.k_latency)
     return {"p50": common.percentile(lat, 50), "p99": common.percentile(lat, 99)}
 
 
-def m_scale(a, cfg, r):
+def m_scale(a: Adapter, cfg: Config, r: redis.Redis) -> dict | None:
     """Item 6, for adapters that have the optional methods (EchoMQ)."""
     if not hasattr(a, "claim_complete_rate"):
         return None
-    out = {}
+    out: dict[str, float] = {}
     common.reset(r)
     out["small"] = a.claim_complete_rate(cfg.scale_small, cfg.scale_n)
     common.reset(r)
@@ -154,7 +204,7 @@ def m_scale(a, cfg, r):
     return out
 
 
-def raw_limits(url, cfg):
+def raw_limits(url: str, cfg: Config) -> dict[str, float]:
     """Item 5: redis-py against the same server, trivial script."""
     r = common.client(url)
     common.reset(r)
@@ -180,16 +230,20 @@ def raw_limits(url, cfg):
 # -- orchestration ---------------------------------------------------------------
 
 
-PHASES = ("raw", "enq1", "enqbulk", "proc1", "proc2", "count", "lat", "scale")
+PHASES = (
+    "raw", "enq1", "enqa", "enqbulk", "proc1", "proc2", "procsup", "spawn", "count", "lat", "scale",
+)  # fmt: skip
 
 
-def run(cfg, adapters, url, res: Results, only=PHASES):
+def run(
+    cfg: Config, adapters: list[Adapter], url: str, res: Results, only: Sequence[str] = PHASES
+) -> report.Labels:
     r = common.client(url)
-    labels = {}  # adapter key -> list of (label, variant)
+    labels: report.Labels = {}  # adapter key -> list of (label, variant)
     for a in adapters:
         labels[a.key] = [(a.key if v is None else f"{a.key}:{v}", v) for v in a.variants]
 
-    def each_lib(phase, fn, with_variants=False):
+    def each_lib(phase: str, fn: Callable | None, with_variants: bool = False) -> None:
         for rep in range(cfg.reps):
             if phase == "raw":
                 try:
@@ -225,9 +279,12 @@ def run(cfg, adapters, url, res: Results, only=PHASES):
     phases = [
         ("raw", None, False),
         ("enq1", m_enqueue_one, False),
+        ("enqa", m_enqueue_async, False),
         ("enqbulk", m_enqueue_bulk, False),
         ("proc1", _process(1), True),
         ("proc2", _process(2), True),
+        ("procsup", m_supervised, True),
+        ("spawn", m_spawn, False),
         ("count", m_count, False),
         ("lat", m_latency, False),
         ("scale", m_scale, False),
@@ -242,343 +299,7 @@ def run(cfg, adapters, url, res: Results, only=PHASES):
     return labels
 
 
-# -- rendering -------------------------------------------------------------------
-
-
-def fmt_rate(x):
-    return "–" if x is None else f"{x:,.0f}"
-
-
-def fmt_f(x, d=1):
-    return "–" if x is None else f"{x:,.{d}f}"
-
-
-def best_variant(res, phase, labels_for):
-    """(value, label) of the best median among an adapter's variants."""
-    best = (None, None)
-    for label, _ in labels_for:
-        v = res.med(phase, label)
-        if v is not None and (best[0] is None or v > best[0]):
-            best = (v, label)
-    return best
-
-
-def render(cfg, adapters, skipped, labels, res, meta):
-    keys = [a.key for a in adapters]
-    names = {a.key: a.name for a in adapters}
-    cols = [k for k in ORDER if k in keys or k in skipped]
-    title = {k: names.get(k) or skipped[k][0] for k in cols}
-
-    def cell(k, fn):
-        if k in skipped:
-            return "skipped"
-        return fn(k)
-
-    def note(phase, k):
-        """Footnote marker when any repetition of this library failed in this phase."""
-        bad = [lab for (ph, lab) in res.errors if ph == phase and lab.split(":")[0] == k]
-        return f"[^{k}-{phase}]" if bad else ""
-
-    def missing(phase, k):
-        return ("failed" if note(phase, k) else "–") + note(phase, k)
-
-    def rate_cell(phase):
-        def f(k):
-            v = res.med(f"{phase}_rate", k)
-            return missing(phase, k) if v is None else fmt_rate(v) + note(phase, k)
-
-        return f
-
-    def proc_cell(phase):
-        def f(k):
-            v, label = best_variant(res, f"{phase}_rate", labels[k])
-            if v is None:
-                return missing(phase, k)
-            s = fmt_rate(v)
-            if len(labels[k]) > 1:
-                a = next(x for x in adapters if x.key == k)
-                var = dict(labels[k])[label]
-                s += f" ({a.variant_label(var)})"
-            return s + note(phase, k)
-
-        return f
-
-    def pair_cell(p1, p2, d=1, phase=None):
-        def f(k):
-            a, b = res.med(p1, k), res.med(p2, k)
-            if a is None and b is None:
-                return missing(phase, k)
-            return f"{fmt_f(a, d)} / {fmt_f(b, d)}" + note(phase, k)
-
-        return f
-
-    def total_cell(k):
-        c = [res.med(f"count_{x}", k) for x in ("enq_client", "proc_client")]
-        s = [res.med(f"count_{x}", k) for x in ("enq_server", "proc_server")]
-        if None in c or None in s:
-            return missing("count", k)
-        return f"{sum(c):.1f} / {sum(s):.1f}" + note("count", k)
-
-    rows = [
-        ("1. Enqueue, one by one (jobs/s)", rate_cell("enq1")),
-        ("1. Enqueue, bulk API (jobs/s)", rate_cell("enqbulk")),
-        ("2. End-to-end, 1 worker process (jobs/s)", proc_cell("proc1")),
-        ("2. End-to-end, 2 worker processes (jobs/s)", proc_cell("proc2")),
-        (
-            "3. Commands/job, enqueue: client / server",
-            pair_cell("count_enq_client", "count_enq_server", phase="count"),
-        ),
-        (
-            "3. Commands/job, processing: client / server",
-            pair_cell("count_proc_client", "count_proc_server", phase="count"),
-        ),
-        ("3. Commands/job, total: client / server", total_cell),
-        (
-            "4. Pick-up latency, idle worker: p50 / p99 (ms)",
-            pair_cell("lat_p50", "lat_p99", 2, phase="lat"),
-        ),
-    ]
-
-    out = []
-    w = out.append
-    w("# EchoMQ benchmark results")
-    w("")
-    if "echomq" not in keys:
-        why = skipped.get("echomq", ("", "not selected with --libs"))[1]
-        w(
-            f"**Peers only: EchoMQ not measured in this run** ({why}). The EchoMQ column, "
-            "item 6 and the target checks come from a run that includes it."
-        )
-        w("")
-    if cfg.mode == "quick":
-        w("**Quick mode** (small N, few samples): a smoke test, not figures to quote.")
-        w("")
-    w(f"- Date: {meta['date']}; total run time {meta['duration']}")
-    w(f"- Machine: {meta['machine']}; {meta['load']}")
-    w(f"- Server: {meta['server']} (started by the harness, persistence off, loopback TCP)")
-    w(f"- Client: {meta['client']}")
-    for k in cols:
-        if k in skipped:
-            w(f"- {title[k]}: skipped: {skipped[k][1]}")
-        else:
-            a = next(x for x in adapters if x.key == k)
-            w(f"- {a.name}: {meta['versions'].get(k) or '?'}")
-    w(
-        f"- Run: `{meta['command']}`; {cfg.reps} repetition(s), libraries interleaved, medians; "
-        f"N = {cfg.n_enqueue:,} (enqueue), {cfg.n_process:,} (end-to-end), "
-        f"{cfg.n_count:,} (command counts), {cfg.k_latency} latency samples per repetition; "
-        f"bulk batches of {cfg.batch:,}"
-    )
-    w("")
-    w("| | " + " | ".join(title[k] for k in cols) + " |")
-    w("|---|" + "---:|" * len(cols))
-    for label, fn in rows:
-        w(f"| {label} | " + " | ".join(cell(k, fn) for k in cols) + " |")
-    w("")
-    w("Raw limits of the same server from the same client (item 5), redis-py:")
-    w("")
-    w("| EVALSHA of `return 1` | per second |")
-    w("|---|---:|")
-    w(f"| sequential, one round trip each | {fmt_rate(res.med('raw_seq', 'redis-py'))} |")
-    w(
-        f"| pipelined, {cfg.raw_pipe_batch} per round trip | "
-        f"{fmt_rate(res.med('raw_pipe', 'redis-py'))} |"
-    )
-    w("")
-    w(scale_section(cfg, res, "echomq" in keys))
-    w("")
-    w("## Targets (reported, not asserted)")
-    w("")
-    w(targets(cfg, adapters, skipped, labels, res))
-    w("")
-    w("## How it is measured")
-    w("")
-    w(
-        "- **Fresh state**: FLUSHALL and CONFIG RESETSTAT before every measurement; the "
-        "server is the harness's own embedded Valkey (never a shared one)."
-    )
-    w(
-        "- **1. Enqueue**: one client process, connected and warmed before the clock "
-        "starts; one-by-one waits for each call to return. Bulk uses each library's bulk "
-        f"API in batches of {cfg.batch:,}: "
-        + "; ".join(f"{a.name}: {a.bulk_api}" for a in adapters if a.bulk_api)
-        + "."
-    )
-    w(
-        "- **2. End-to-end**: N no-op jobs are enqueued first (not timed), then the worker "
-        "processes are started. Every no-op task writes one byte to a FIFO the harness reads "
-        "(no server round trip: the figure is the queue's, not the bookkeeping's); the first "
-        "task of each process writes its start time too. Rate = jobs not yet done when the "
-        "last process started its first task / (N-th task end − that start), the end seen "
-        "by the harness within ~2 ms: interpreter start-up and imports are "
-        "excluded for every library alike, and a second process that starts late does not "
-        "count against the pair (if a process never gets a job, the clock starts at the "
-        "first task)."
-    )
-    w(
-        "- **3. Commands/job**: a separate, untimed pass with N jobs enqueued one by one "
-        "and processed by one worker process. Server = `INFO commandstats` delta (every "
-        "command the server ran, including those run by `redis.call` inside scripts and "
-        "the library's own housekeeping: heartbeats, idle polls, start-up, amortised over N); "
-        "client = server − the commands MONITOR shows as run from Lua (`[0 lua]`), i.e. "
-        "commands sent over the wire (a pipelined command counts as one command). The "
-        "harness's own commands are subtracted; the no-op task sends none."
-    )
-    w(
-        "- **4. Pick-up latency**: one idle worker; the harness enqueues one job, waits "
-        "for it to run, sleeps 50–150 ms (random) and repeats; latency = task start − "
-        "the moment the enqueue call began (same machine clock), as measured inside the "
-        f"task. 3 warm-up jobs are dropped. With {cfg.k_latency} samples per repetition, p99 "
-        "is close to the maximum."
-    )
-    w(
-        f"- **5. Raw limits**: redis-py with hiredis, one connection; "
-        f"{cfg.n_raw_seq:,} sequential and {cfg.n_raw_pipe:,} pipelined EVALSHA."
-    )
-    for a in adapters:
-        for note in a.notes:
-            w(f"- {note}")
-    w(
-        "- All Python peers use redis-py (with hiredis) as their client; BullMQ uses "
-        "ioredis. The no-op task and its bookkeeping are identical for every library "
-        "(bench/tasks/probe.py, bench/bullmq/bench.js)."
-    )
-    if res.errors:
-        w("")
-        w("Failures (a figure next to a note is the median of the repetitions that succeeded):")
-        w("")
-        by_note = {}
-        for (phase, label), e in sorted(res.errors.items()):
-            k = label.split(":")[0]
-            prefix = f"{label}: " if ":" in label else ""
-            by_note.setdefault(f"{k}-{phase}", []).append(prefix + e)
-        for key, msgs in by_note.items():
-            w(f"[^{key}]: " + "; ".join(msgs))
-    w("")
-    return "\n".join(out)
-
-
-def scale_section(cfg, res, measured):
-    small, large = res.med("scale_small", "echomq"), res.med("scale_large", "echomq")
-    admin = res.med("scale_admin_ms", "echomq")
-    err = res.errors.get(("scale", "echomq"))
-    if err:
-        return f"Growth with work (item 6): failed: {err}"
-    if small is None:
-        why = "the adapter has no item-6 methods yet" if measured else "not in this run"
-        return f"Growth with work (item 6): EchoMQ only, pending ({why})."
-    ratio = large / small if small else None
-    return "\n".join(
-        [
-            "Growth with work (item 6), EchoMQ:",
-            "",
-            "| | value |",
-            "|---|---:|",
-            f"| claim+complete, {cfg.scale_small:,} pending (jobs/s) | {fmt_rate(small)} |",
-            f"| claim+complete, {cfg.scale_large:,} pending (jobs/s) | {fmt_rate(large)} |",
-            f"| ratio large / small | {fmt_f(ratio, 2)} |",
-            f"| admin list page over {cfg.admin_size:,} jobs (ms) | {fmt_f(admin, 2)} |",
-        ]
-    )
-
-
-def targets(cfg, adapters, skipped, labels, res):
-    if "echomq" not in labels:
-        why = skipped.get("echomq", ("", "not selected with --libs"))[1]
-        return f"Pending: EchoMQ not measured ({why})."
-    py = [a.key for a in adapters if a.key not in ("echomq", "bullmq")]
-
-    def best(phase, keys):
-        vals = [(best_variant(res, phase, labels[k])[0], k) for k in keys]
-        vals = [(v, k) for v, k in vals if v is not None]
-        return max(vals) if vals else (None, None)
-
-    e1 = best_variant(res, "proc1_rate", labels["echomq"])[0]
-    p1, p1k = best("proc1_rate", py)
-    b1 = (
-        best_variant(res, "proc1_rate", labels.get("bullmq", []))[0] if "bullmq" in labels else None
-    )
-    eb = res.med("enqbulk_rate", "echomq")
-    pb, pbk = best("enqbulk_rate", py)
-    bb = res.med("enqbulk_rate", "bullmq")
-    e_one = res.med("enq1_rate", "echomq")
-    raw = res.med("raw_seq", "redis-py")
-    cc = [res.med(f"count_{x}", "echomq") for x in ("enq_client", "proc_client")]
-    lat50, lat99 = res.med("lat_p50", "echomq"), res.med("lat_p99", "echomq")
-
-    def ratio(a, b):
-        return None if a is None or not b else a / b
-
-    def yes(ok):
-        return "–" if ok is None else ("yes" if ok else "**no**")
-
-    rows = []
-    r = ratio(e1, p1)
-    rows.append(
-        (
-            "End-to-end, 1 process ≥ 3× fastest Python peer",
-            f"{fmt_f(r, 2)}× ({p1k})",
-            yes(None if r is None else r >= 3),
-        )
-    )
-    r = ratio(e1, b1)
-    rows.append(
-        (
-            "End-to-end, 1 process ahead of BullMQ",
-            f"{fmt_f(r, 2)}×",
-            yes(None if r is None else r > 1),
-        )
-    )
-    r = ratio(eb, bb)
-    rows.append(
-        (
-            "Bulk enqueue ahead of BullMQ addBulk",
-            f"{fmt_f(r, 2)}×",
-            yes(None if r is None else r > 1),
-        )
-    )
-    r = ratio(eb, pb)
-    rows.append(
-        (
-            "Bulk enqueue ≥ 4× fastest Python peer's bulk",
-            f"{fmt_f(r, 2)}× ({pbk})",
-            yes(None if r is None else r >= 4),
-        )
-    )
-    r = ratio(e_one, raw)
-    rows.append(
-        (
-            "One-by-one enqueue within 20% of raw sequential EVALSHA",
-            f"{fmt_f(r and r * 100, 0)}% of raw",
-            yes(None if r is None else r >= 0.8),
-        )
-    )
-    c = None if None in cc else sum(cc)
-    rows.append(
-        ("Client commands per job ≤ 2.5", fmt_f(c, 2), yes(None if c is None else c <= 2.5))
-    )
-    rows.append(
-        (
-            "Idle pick-up p50 < 2 ms, p99 < 10 ms",
-            f"{fmt_f(lat50, 2)} / {fmt_f(lat99, 2)} ms",
-            yes(None if lat50 is None else (lat50 < 2 and lat99 < 10)),
-        )
-    )
-    small, large = res.med("scale_small", "echomq"), res.med("scale_large", "echomq")
-    r = ratio(large, small)
-    rows.append(
-        (
-            f"Rate at {cfg.scale_large:,} pending within 20% of {cfg.scale_small:,}",
-            "pending" if r is None else f"{r * 100:.0f}%",
-            yes(None if r is None else r >= 0.8),
-        )
-    )
-    lines = ["| Target | Measured | Met |", "|---|---:|:---:|"]
-    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
-    return "\n".join(lines)
-
-
-def _first_line(path, prefix):
+def _first_line(path: str, prefix: str) -> str:
     try:
         with open(path) as f:
             return next((line for line in f if line.startswith(prefix)), "")
@@ -586,14 +307,14 @@ def _first_line(path, prefix):
         return ""
 
 
-def machine():
+def machine() -> str:
     cpu = _first_line("/proc/cpuinfo", "model name").partition(":")[2].strip()
     mem = _first_line("/proc/meminfo", "MemTotal").split()
     ram = f"{int(mem[1]) / 1024 / 1024:.0f} GiB RAM" if len(mem) > 1 else ""
     return f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} CPUs, {ram}"
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small N, a minute or so")
     ap.add_argument("--libs", default=",".join(ORDER), help="comma list, default: all")
@@ -649,14 +370,14 @@ def main(argv=None):
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "duration": f"{(time.monotonic() - t_start) / 60:.1f} min",
             "machine": machine(),
-            "load": load_note(res.load),
+            "load": report.load_note(res.load),
             "server": server.describe(url),
             "client": f"Python {platform.python_version()}, "
             + ", ".join(f"{d} {metadata.version(d)}" for d in ("redis", "hiredis") if _has_dist(d)),
             "versions": versions,
             "command": " ".join(["bash bench/run.sh", *(sys.argv[1:] if argv is None else argv)]),
         }
-        text = render(cfg, adapters, skipped, labels, res, meta)
+        text = report.render(cfg, adapters, skipped, labels, res, meta)
         for a in adapters:
             try:
                 a.teardown()
@@ -667,7 +388,7 @@ def main(argv=None):
         srv.stop()
     print(text)
     if args.output != "-":
-        kept = foreign_sections(args.output)
+        kept = report.foreign_sections(args.output)
         with open(args.output, "w") as f:
             f.write(text + ("\n" + kept if kept else ""))
         log(f"wrote {args.output}" + (" (kept the sections other tools wrote)" if kept else ""))
@@ -684,34 +405,7 @@ def main(argv=None):
     return 0
 
 
-# The "## " sections render() writes; any other section in the output file was
-# written by someone else (e.g. the chaos soak's) and is carried over as it is.
-OWN_SECTIONS = ("## Targets (reported, not asserted)", "## How it is measured")
-
-
-def foreign_sections(path):
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return ""
-    kept, keep = [], False
-    for line in lines:
-        if line.startswith("## "):
-            keep = line.strip() not in OWN_SECTIONS
-        if keep:
-            kept.append(line)
-    return "\n".join(kept).strip() + "\n" if kept else ""
-
-
-def load_note(samples):
-    if not samples:
-        return "load average not sampled"
-    lo, mid, hi = min(samples), common.median(samples), max(samples)
-    return f"1-min load average during the run {lo:.1f} / {mid:.1f} / {hi:.1f} (min / median / max)"
-
-
-def _has_dist(name):
+def _has_dist(name: str) -> bool:
     try:
         metadata.version(name)
         return True

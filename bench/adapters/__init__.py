@@ -3,7 +3,9 @@
 import importlib
 
 # Column order of the results table.
-ORDER = ("echomq", "rq", "dramatiq", "celery", "huey", "bullmq")
+ORDER = ("echomq", "vtasks", "threadmill", "djhuey", "rq", "dramatiq", "celery", "huey", "bullmq")
+# The Django Tasks backends (the same @task, enqueue() / aenqueue() from Django).
+DJANGO_TASKS = ("echomq", "vtasks", "threadmill", "djhuey")
 
 
 def load(key):

@@ -15,7 +15,16 @@ repetition and each library in turn (interleaved):
                                 from the moment all processes run to the
                                 n-th task's end
     pickup_latency(k) -> [ms]   k jobs, one at a time, to one idle worker
+    first_job_seconds() -> s    one job waiting; spawn one worker process;
+                                seconds from the spawn to that job's end
     teardown()                  close clients, stop anything left
+
+Optional (the runner skips an adapter without them):
+
+    aenqueue_one(n) -> s        n jobs, one ``await task.aenqueue()`` at a time
+    run_supervised(n, children, variant) -> jobs/s
+                                one worker command that runs ``children``
+                                task processes under its own supervisor
 
 The server is FLUSHALLed (and CONFIG RESETSTAT) before every call. Every
 no-op task does the same bookkeeping (bench/tasks/probe.py): it writes a byte
@@ -27,8 +36,10 @@ processes before returning.
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
 from importlib import metadata
+from typing import Any
 
 from bench import common
 
@@ -80,6 +91,25 @@ class Adapter:
     def variant_label(self, variant) -> str:
         return "" if variant is None else str(variant)
 
+    def spawn_worker(self, i: int, tally: common.Tally | None, latency: bool) -> subprocess.Popen:
+        """Start worker process ``i`` (its best/default settings) reporting to ``tally``."""
+        raise NotImplementedError
+
+    def first_job_seconds(self) -> float:
+        """One job waiting, one worker spawned: seconds from the spawn to the job's end.
+
+        What ``--burst``, autoscaling and a test suite feel: interpreter start-up,
+        imports, framework set-up, the worker's own start and its first claim.
+        """
+        self.prefill(1)
+        with common.Tally() as tally:
+            started = time.time()
+            procs = [self.spawn_worker(0, tally, latency=False)]
+            try:
+                return tally.wait_first(procs, timeout=60.0) - started
+            finally:
+                common.stop(procs)
+
 
 def dist_version(*names: str) -> str:
     out = []
@@ -97,6 +127,10 @@ class PythonPeer(Adapter):
     """
 
     module = ""  # importable name used by available()
+    # argv(children, variant) of one worker command running `children` task processes
+    # under its own supervisor (EchoMQ's --processes N, threadmill's -w N), each with
+    # the variant's concurrency; None: no such mode.
+    supervisor_argv: Any = None
 
     def available(self):
         try:
@@ -124,21 +158,34 @@ class PythonPeer(Adapter):
             left -= b
         return time.perf_counter() - t
 
+    def spawn_worker(self, i, tally, latency):
+        env = common.worker_env(self.url, tally)
+        name = f"{self.key}-lat" if latency else f"{self.key}-w{i}"
+        return common.spawn(self.worker_argv(i, latency), env, name)
+
     def run_workers(self, n, n_procs, variant=None):
         with common.Tally() as tally:
-            env = common.worker_env(self.url, tally)
-            procs = [
-                common.spawn(self.worker_argv(i, latency=False), env, f"{self.key}-w{i}")
-                for i in range(n_procs)
-            ]
+            procs = [self.spawn_worker(i, tally, latency=False) for i in range(n_procs)]
             try:
                 return tally.wait_finished(n, procs, timeout=max(120.0, n / 100.0))
             finally:
                 common.stop(procs)
 
+    def run_supervised(self, n: int, children: int, variant: Any = None) -> float:
+        """Jobs/s of one supervised worker command with ``children`` task processes."""
+        with common.Tally() as tally:
+            env = common.worker_env(self.url, tally)
+            argv = self.supervisor_argv(children, variant)
+            procs = [common.spawn(argv, env, f"{self.key}-sup")]
+            try:
+                return tally.wait_finished(
+                    n, procs, timeout=max(120.0, n / 100.0), runners=children
+                )
+            finally:
+                common.stop(procs)
+
     def pickup_latency(self, k):
-        env = common.worker_env(self.url)
-        procs = [common.spawn(self.worker_argv(0, latency=True), env, f"{self.key}-lat")]
+        procs = [self.spawn_worker(0, None, latency=True)]
         try:
             return common.pickup_loop(self.harness, self._enqueue_lat, k)
         finally:

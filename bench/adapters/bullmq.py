@@ -93,6 +93,9 @@ class BullMQAdapter(Adapter):
             ["node", "bench.js", "worker", str(concurrency)], env, f"bullmq-w{i}", cwd=NODE_DIR
         )
 
+    def spawn_worker(self, i, tally, latency):
+        return self._worker(i, 8, tally)
+
     def enqueue_one(self, n):
         return self._run("enqueue-one", n)["seconds"]
 

@@ -13,6 +13,7 @@ import os
 import time
 
 from bench.adapters.base import PythonPeer, dist_version
+from bench.adapters.django_tasks import aenqueue_loop, django_setup
 from bench.common import python_exe
 
 QUEUE = "bench"
@@ -29,7 +30,8 @@ class EchoMQAdapter(PythonPeer):
     notes = (
         "EchoMQ: `python -m django runworker bench --concurrency C -v 0` per worker process "
         "(C = 1 or 4, best reported), Django Tasks backend end to end (payload encoding, "
-        "task_started/task_finished signals, TaskResult, results kept for a day).",
+        "task_started/task_finished signals, TaskResult, results kept for a day); the "
+        "supervised row is one `runworker --processes 2 --concurrency C` (C per child).",
     )
 
     def version(self):
@@ -38,10 +40,7 @@ class EchoMQAdapter(PythonPeer):
     def setup(self, url):
         super().setup(url)
         os.environ["BENCH_URL"] = url
-        os.environ["DJANGO_SETTINGS_MODULE"] = "bench.echomq_settings"
-        import django
-
-        django.setup()
+        django_setup()  # bench.djsettings.harness: EchoMQ is its default backend
         from bench.tasks import echomq_tasks
         from echomq_django import conf
 
@@ -58,6 +57,9 @@ class EchoMQAdapter(PythonPeer):
     def _enqueue_noop(self):
         self._tasks.noop.enqueue()
 
+    def aenqueue_one(self, n):
+        return aenqueue_loop(self._tasks.noop, n)
+
     def _enqueue_bulk(self, b):
         self._backend.enqueue_many(self._tasks.noop, [((), {})] * b)
 
@@ -72,7 +74,17 @@ class EchoMQAdapter(PythonPeer):
 
     def run_workers(self, n, n_procs, variant=None):
         self._concurrency = variant or 1
-        return super().run_workers(n, n_procs, variant)
+        try:
+            return super().run_workers(n, n_procs, variant)
+        finally:
+            self._concurrency = 1  # later spawns (first job, latency) get the default
+
+    def supervisor_argv(self, children, variant=None):
+        return [
+            python_exe(), "-m", "django", "runworker", QUEUE,
+            "--settings", "bench.echomq_settings", "--processes", str(children),
+            "--concurrency", str(variant or 1), "--name", "bench-sup", "-v", "0",
+        ]  # fmt: skip
 
     def worker_argv(self, i, latency):
         concurrency = 1 if latency else getattr(self, "_concurrency", 1)
