@@ -1,7 +1,8 @@
 """Jobs run in child processes, so that a task that crashes its process kills only the child.
 
-A ``Child`` is one process, *spawned* (never forked: the parent has threads, and a
-fork would copy their locks mid-use), given the handler by reference. It runs up
+A ``Child`` is one process, a fresh interpreter (never forked: the parent has
+threads, and a fork would copy their locks mid-use), given the handler by its
+import path. It runs up
 to ``threads`` jobs at once, each in a thread of its own, and talks to the parent
 over one pipe:
 
@@ -28,13 +29,17 @@ import ctypes
 import dataclasses
 import importlib
 import json
-import multiprocessing
 import os
+import queue
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from typing import Any
 
 from .errors import Cancelled, TimeLimitExceeded
@@ -42,7 +47,6 @@ from .jobs import Claimed, Job
 from .outcome import Failure, Outcome, Success, call_handler
 
 Key = tuple[str, str, int]  # (queue, job id, token): one lease
-_SPAWN = multiprocessing.get_context("spawn")
 
 
 class ChildDied(Exception):
@@ -90,23 +94,29 @@ class Child:
         return self._process.pid if self._process is not None else None
 
     def start(self) -> None:
-        """Spawn the process (a fresh interpreter: this takes a while, so do it ahead)."""
-        parent_end, child_end = _SPAWN.Pipe()
-        process = _SPAWN.Process(
-            target=_child_main,
-            args=(child_end, self.handler, self.initializer, self.threads, os.getpid()),
-            name="echomq-child",
-            daemon=True,
+        """Start the process: a fresh interpreter (``python -m`` this module), not a
+        multiprocessing spawn, which would import the parent's ``__main__`` again in
+        the child (a script without a main guard would start workers without end).
+        It takes a while, so do it ahead."""
+        ours, theirs = socket.socketpair()
+        handler = self.handler if isinstance(self.handler, str) else _path_of(self.handler)
+        argv = [sys.executable, "-m", __name__, str(theirs.fileno()), handler,
+                self.initializer or "", str(self.threads), str(os.getpid())]  # fmt: skip
+        # The child imports what this process can: its sys.path (a manage.py's folder is
+        # on it only as the script's own) goes along.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        process = subprocess.Popen(
+            argv, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True, env=env
         )
-        process.start()
-        child_end.close()
+        theirs.close()
+        parent_end = Connection(ours.detach())
         self._process, self._conn, self._killed_for = process, parent_end, None
         threading.Thread(
             target=self._read, args=(process, parent_end), name="echomq-child-reader", daemon=True
         ).start()
 
     def alive(self) -> bool:
-        return self._process is not None and self._process.is_alive()
+        return self._process is not None and self._process.poll() is None
 
     def run(self, key: Key, claimed: Claimed) -> _Pending:
         """Send the job; wait on the returned pending's ``done`` (its ``outcome`` is the
@@ -131,10 +141,10 @@ class Child:
         """SIGKILL the child (``for_key``'s job outlived its soft stop, or a shutdown's
         grace ran out) and wait until it is gone: only then may its jobs go elsewhere."""
         process = self._process
-        if process is not None and process.is_alive():
+        if process is not None and process.poll() is None:
             self._killed_for = for_key
             process.kill()
-            process.join(10)
+            process.wait(10)
 
     def close(self) -> None:
         self.kill()
@@ -161,13 +171,13 @@ class Child:
                 if pending is not None:
                     pending.outcome = outcome
                     pending.done.set()
-        process.join(10)
+        process.wait(10)
         with self._lock:
             if self._process is process:
                 left, self._pending = self._pending, {}
             else:
                 left = {}
-        died = ChildDied(process.exitcode, len(left), self._killed_for)
+        died = ChildDied(process.returncode, len(left), self._killed_for)
         for pending in left.values():
             pending.outcome = died
             pending.done.set()
@@ -210,36 +220,42 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def _path_of(function: Any) -> str:
+    return f"{function.__module__}:{function.__qualname__}"
+
+
 def _child_main(conn: Any, handler: Any, initializer: Any, threads: int, parent: int) -> None:
     """The child: serve ``run`` and ``stop`` messages until the pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _die_with_parent(parent)
-    if initializer is not None:
+    if initializer:
         resolve(initializer)()
     handler = resolve(handler)
     send_lock = threading.Lock()
     running: dict[Key, int] = {}  # key -> the thread running it
-    slots = threading.Semaphore(threads)
+    work: queue.SimpleQueue[tuple[Key, Claimed]] = queue.SimpleQueue()
 
-    def work(key: Key, claimed: Claimed) -> None:
-        running[key] = threading.get_ident()
-        try:
-            outcome = call_handler(handler, claimed)
-        finally:
-            running.pop(key, None)
-            slots.release()
-        with send_lock:
-            conn.send_bytes(_encode("done", key, _outcome_json(outcome)))
+    def serve() -> None:  # one of ``threads`` long-lived threads: no thread per job
+        while True:
+            key, claimed = work.get()
+            running[key] = threading.get_ident()
+            try:
+                outcome = call_handler(handler, claimed)
+            finally:
+                running.pop(key, None)
+            with send_lock:
+                conn.send_bytes(_encode("done", key, _outcome_json(outcome)))
 
+    for _ in range(threads):
+        threading.Thread(target=serve, daemon=True).start()
     while True:
         try:
             kind, key, arg = _decode(conn.recv_bytes())
         except (EOFError, OSError):
             os._exit(0)
         if kind == "run":
-            slots.acquire()
-            threading.Thread(target=work, args=(key, _claimed_from_json(arg)), daemon=True).start()
+            work.put((key, _claimed_from_json(arg)))
         elif kind == "stop" and key in running and arg in _STOPS:
             raise_in_thread(running[key], _STOPS[arg])
 
@@ -259,17 +275,23 @@ def _decode(data: bytes) -> tuple[str, Key, Any]:
     return kind, (key[0], key[1], key[2]), body
 
 
-def _claimed_json(claimed: Claimed) -> dict[str, Any]:
-    job = dataclasses.asdict(claimed.job) if claimed.job is not None else None
-    return {"queue": claimed.queue, "id": claimed.id, "token": claimed.token,
-            "job": job, "corrupt": claimed.corrupt}  # fmt: skip
+_JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Job))
 
 
-def _claimed_from_json(body: dict[str, Any]) -> Claimed:
-    job = body["job"]
-    if job is not None:
-        job = Job(**{**job, "worker_ids": tuple(job["worker_ids"])})
-    return Claimed(body["queue"], body["id"], body["token"], job, body["corrupt"])
+def _claimed_json(claimed: Claimed) -> list[Any]:
+    """The job as its fields' values in order (not ``asdict``: it deep-copies, per job)."""
+    job = claimed.job
+    values = None if job is None else [getattr(job, name) for name in _JOB_FIELDS]
+    return [claimed.queue, claimed.id, claimed.token, values, claimed.corrupt]
+
+
+def _claimed_from_json(body: list[Any]) -> Claimed:
+    queue, job_id, token, values, corrupt = body
+    job = None
+    if values is not None:
+        job = Job(*values)
+        job.worker_ids = tuple(job.worker_ids)
+    return Claimed(queue, job_id, token, job, corrupt)
 
 
 def _outcome_json(outcome: Outcome) -> dict[str, Any]:
@@ -282,3 +304,8 @@ def _outcome_from_json(body: dict[str, Any]) -> Outcome:
     if "result" in body:
         return Success(body["result"])
     return Failure(**body["failure"])
+
+
+if __name__ == "__main__":  # python -m echomq_django.engine.children FD HANDLER INIT THREADS PPID
+    fd, handler_path, init_path, n_threads, parent_pid = sys.argv[1:6]
+    _child_main(Connection(int(fd)), handler_path, init_path, int(n_threads), int(parent_pid))
