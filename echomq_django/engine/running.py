@@ -32,7 +32,8 @@ from .jobs import Claimed
 from .outcome import Failure, Handler, Outcome, call_handler, error_json
 
 HARD_GRACE_S = 2.0
-_NEVER = float("inf")  # after a soft stop, how long a run may take to end before it is killed
+_NEVER = float("inf")
+SHUTDOWN: Key = ("", "", 0)  # what a shutdown's kill is "for": no job's fault  # after a soft stop, how long a run may take to end before it is killed
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,8 +170,8 @@ class Runner:
     def kill_running(self) -> None:
         """Shutdown past its grace: kill the children that still run jobs, and wait for
         them to be gone (only then may those jobs be released to other workers)."""
-        for child in {run.child for run in self._runs.values() if run.child is not None}:
-            child.kill()
+        for child in {run.child for run in list(self._runs.values()) if run.child is not None}:
+            child.kill(for_key=SHUTDOWN)  # ours: the jobs in it are released, not charged
 
     def close(self) -> None:
         for child in [*self._children, self._solo_child]:

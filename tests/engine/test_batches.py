@@ -15,7 +15,7 @@ import hashlib
 import pytest
 
 from echomq_django.engine.errors import ScriptError
-from echomq_django.engine.jobs import BATCH_BYTES
+from echomq_django.engine.jobs import BATCH_BYTES, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 
 from .conftest import QUEUE, WORKER, assert_one_place, enqueue_n, members, new, row
@@ -64,3 +64,15 @@ def test_a_batch_is_cut_by_bytes_as_well_as_by_count(standalone, jobs, redis_cli
     jobs.complete_many([(QUEUE, c.id, c.token, payload) for c in held])
     assert _evalsha_calls(redis_client) - before == 2
     assert len(members(jobs)["completed"]) == 4
+
+
+def test_a_claim_reply_is_bounded_by_bytes(jobs):
+    """250 jobs of 400 kB each would be a ~100 MiB reply: the claim stops at 8 MiB (the
+    first job over it included), the rest stay pending in their order."""
+    payload = "x" * 400_000
+    ids = [jobs.enqueue(QUEUE, NewJob(payload=payload)).id for _ in range(40)]
+    first = jobs.claim(QUEUE, WORKER, count=250).jobs
+    assert len(first) == 21  # 21 x 400 kB >= 8 MiB
+    assert [c.id for c in first] == ids[:21]
+    rest = jobs.claim(QUEUE, WORKER, count=250).jobs
+    assert [c.id for c in rest] == ids[21:]

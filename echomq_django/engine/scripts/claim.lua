@@ -23,6 +23,8 @@
 -- same id and gets the same jobs back (those it still holds), not a second batch;
 -- nothing is counted twice and no job is stranded for a lease.
 --
+-- At most 8 MiB of payloads per reply (at least one job): the rest stay pending, in order.
+--
 -- A `solo` job (it was running, or may have been, when a worker died) is claimed
 -- alone: a batch stops before it, and it is never batched with others, so a job
 -- that kills its worker cannot take healthy jobs with it twice.
@@ -66,7 +68,10 @@ end
 
 promote_due(KEYS[2], KEYS[1], KEYS[4], tonumber(ARGV[4]))
 local popped = redis.call('ZPOPMIN', KEYS[1], count)
-local claimed, dangling, leased = 0, 0, {}
+-- A reply is bounded by bytes as well as by count: jobs near MAX_PAYLOAD would make a
+-- claim of 250 a reply of ~100 MiB (the server builds it all, the client reads it all).
+local CLAIM_BYTES = 8388608
+local claimed, dangling, leased, bytes = 0, 0, {}, 0
 for i = 1, #popped, 2 do
   local id = popped[i]
   local jk = row_key(id)
@@ -114,7 +119,8 @@ for i = 1, #popped, 2 do
       reply[#reply + 1] = row
       leased[#leased + 1] = id .. ':' .. fmt(token)
       claimed = claimed + 1
-      if row[at.solo] == '1' then
+      bytes = bytes + #(row[at.payload] or '')
+      if row[at.solo] == '1' or bytes >= CLAIM_BYTES then  -- alone, or the reply is full
         for j = i + 2, #popped, 2 do
           redis.call('ZADD', KEYS[1], popped[j + 1], popped[j])
         end
