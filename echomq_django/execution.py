@@ -38,6 +38,9 @@ from __future__ import annotations
 import json
 import logging
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
@@ -67,6 +70,27 @@ logger = logging.getLogger("echomq.execution")
 RESULT_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
+# Set by ``in_place()``: the exceptions tasks raised, kept for the caller (None: a worker).
+_raised: ContextVar[list[BaseException] | None] = ContextVar("echomq_raised", default=None)
+
+
+@contextmanager
+def in_place() -> Iterator[list[BaseException]]:
+    """Run jobs in the caller's own thread and transaction (the test plugin's ``drain``).
+
+    ``close_old_connections()`` is skipped: inside a test's transaction it would
+    close the connection and doom the transaction. The exceptions that tasks
+    raise (and refusals) are appended to the yielded list, so the caller can
+    re-raise them; the outcome reported is the same as a worker's.
+    """
+    raised: list[BaseException] = []
+    token = _raised.set(raised)
+    try:
+        yield raised
+    finally:
+        _raised.reset(token)
+
+
 class NonJSONReturnValue(TypeError):
     """The task returned a value that cannot be stored as JSON: the task fails."""
 
@@ -77,12 +101,15 @@ class ReturnValueTooLarge(ValueError):
 
 def execute(claimed: Claimed) -> Outcome:
     """Run the claimed job's task once and say how it went. Never raises."""
+    worker = _raised.get() is None
     try:
-        close_old_connections()
+        if worker:
+            close_old_connections()
         try:
             return run(claimed)
         finally:
-            close_old_connections()
+            if worker:
+                close_old_connections()
     except BaseException as exc:  # a bug here must not kill the worker
         logger.exception("EchoMQ could not run job %s", claimed.id)
         return failure_from_exception(exc)
@@ -113,6 +140,7 @@ def prepare(job: Job) -> tuple[TaskResult, EchoMQBackend]:
 def refuse(job_id: str, exc: BaseException) -> Failure:
     """A row that must never run: dead at once, with the reason."""
     logger.error("EchoMQ refused job %s: %s", job_id, exc)
+    keep(exc)
     return replace(failure_from_exception(exc), retry=False)
 
 
@@ -127,6 +155,7 @@ def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
         )
         value = to_json(task.call(*args, **result.kwargs), conf.get_jobs().max_payload)
     except BaseException as exc:
+        keep(exc)
         result.errors.append(task_error(exc))
         object.__setattr__(result, "status", TaskResultStatus.FAILED)  # what backoff() sees
         decision = retry_decision(exc, job, result, backend)
@@ -198,6 +227,13 @@ def finish(sender: type, result: TaskResult, status: TaskResultStatus) -> None:
         task_finished.send(sender=sender, task_result=result)
     except Exception:
         logger.exception("a task_finished receiver failed for task %s", result.id)
+
+
+def keep(exc: BaseException) -> None:
+    """Hand the exception to an ``in_place()`` caller, if there is one."""
+    raised = _raised.get()
+    if raised is not None:
+        raised.append(exc)
 
 
 def task_error(exc: BaseException) -> TaskError:
