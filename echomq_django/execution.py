@@ -21,8 +21,9 @@ worker keeps going). What it does, in order:
    ``task_finished`` is sent when the task is finished: on success, and on the
    failure that ends it. It is sent inside the ``except`` block, as Django's
    backends do, so the framework's logger records the traceback. A failed
-   attempt that will be retried is logged as a warning; its result reads READY
-   with the errors so far until the next attempt starts.
+   attempt that may be retried is logged by the worker, once the server has
+   said what became of it (retried or dead), its traceback on that line; its
+   result reads READY with the errors so far until the next attempt starts.
 
 ``KeyboardInterrupt`` or ``SystemExit`` raised *by a task* (``sys.exit()`` in
 task code) is a failed attempt like any other exception: recorded, retried
@@ -159,15 +160,7 @@ def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
         result.errors.append(task_error(exc))
         object.__setattr__(result, "status", TaskResultStatus.FAILED)  # what backoff() sees
         decision = retry_decision(exc, job, result, backend)
-        if decision.retry:
-            logger.warning(
-                "Task id=%s path=%s attempt %s failed and will be retried",
-                result.id,
-                task.module_path,
-                result.attempts,
-                exc_info=True,
-            )
-        else:
+        if not decision.retry:  # a retried attempt is the worker's job event line (traceback too)
             finish(sender, result, TaskResultStatus.FAILED)  # inside except: exc_info is set
         return replace(
             failure_from_exception(exc), retry=decision.retry, backoff_ms=decision.backoff_ms

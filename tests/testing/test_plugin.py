@@ -29,12 +29,16 @@ def run_user_suite(
     env.update(
         PYTHONPATH=f"{ROOT}{os.pathsep}{PROJECT}",
         DJANGO_SETTINGS_MODULE="settings",
+        # Only the plugins named below, whatever else this environment has installed
+        # (the entry point too, were echomq-django installed: it would load it twice).
+        PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",
         ECHOMQ_URL=dev_url,
     )
     if test_url is not None:
         env["ECHOMQ_TEST_URL"] = test_url
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "echomq_django.testing.plugin",
+        [sys.executable, "-m", "pytest", "-p", "pytest_django.plugin",
+         "-p", "echomq_django.testing.plugin",
          "-p", "no:cacheprovider", "-c", os.devnull, "--rootdir", str(PROJECT),
          "-q", "shop_tests", *args],
         cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120,
