@@ -31,7 +31,9 @@ def runworker(url: str, settings: str, *args: str) -> subprocess.CompletedProces
 def test_json_lines_one_per_job_event_with_stable_fields(jobs, url):
     ok = tasks.add.enqueue(1, 2)
     failing = tasks.fail.enqueue("kaput")  # max_attempts=2, no backoff: retried once, then dead
-    proc = runworker(url, "tests.logs.settings_json", "default", "emails", "--burst", "--name", "w1")
+    proc = runworker(
+        url, "tests.logs.settings_json", "default", "emails", "--burst", "--name", "w1"
+    )
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in proc.stderr.splitlines() if line.strip()]
     assert all({"time", "level", "logger", "process", "message"} <= set(e) for e in lines)
