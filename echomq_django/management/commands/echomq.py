@@ -7,7 +7,9 @@
     echomq retry-dead QUEUE [JOB_ID ...]            dead jobs back to pending, fresh attempt budget
     echomq purge QUEUE {completed,dead} [--yes]     delete every completed (or dead) job of QUEUE
     echomq ping [--count N]                         server version, round trip, script cache
-    echomq workers                                  live workers of the registry
+    echomq jobs QUEUE STATE [--task T] [--limit N]  a place's jobs (see job_cli.py)
+    echomq workers                                  live workers and the jobs they run
+    echomq cancel|run-now|delete|retry JOB_ID       one job (retry: a dead one back to pending)
     echomq schedules [ACTION NAME]                  periodic schedules (see schedule_cli.py)
 
 Every subcommand takes ``--json``: one JSON document on stdout, nothing else.
@@ -38,13 +40,12 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from echomq_django import conf, outbox, schedule_cli
+from echomq_django import conf, job_cli, outbox, schedule_cli
 from echomq_django.checks import primaries
 from echomq_django.engine import script
 from echomq_django.engine.errors import EchoMQError, ServerUnavailable
 from echomq_django.engine.jobs import SWEEP_LIMIT, Job, QueueStats, Sweep
 from echomq_django.engine.keyspace import STATES, validate_job_id
-from echomq_django.engine.registry import WorkerInfo, list_workers
 from echomq_django.management import count_arg, printable, queue_arg, seconds_arg
 from echomq_django.metrics import COUNTERS, known_queues, queue_stats
 
@@ -64,6 +65,7 @@ JOB_ACTIONS = {
     "cancel": "stop a job: at once if it waits, through its worker if it runs",
     "run-now": "a scheduled job (or a retry waiting out its backoff) to pending now",
     "delete": "remove a job and its row, whatever its state",
+    "retry": "a dead job back to pending with a fresh attempt budget",
 }
 
 
@@ -79,8 +81,8 @@ def _locate(jobs: Any, job_id: str, queue: str | None) -> Any:
 
 class Command(BaseCommand):
     help = (
-        "Inspect and operate EchoMQ queues: stats, inspect, retry-dead, purge, ping, workers, "
-        "schedules."
+        "Inspect and operate EchoMQ queues: stats, inspect, jobs, cancel, run-now, delete, retry, "
+        "retry-dead, purge, ping, workers, schedules."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -136,7 +138,8 @@ class Command(BaseCommand):
         ping = add("ping", "server version, round-trip latency, script cache")
         ping.add_argument("--count", type=count_arg, default=5, help="PINGs to time")
 
-        add("workers", "live workers of the registry")
+        job_cli.add_jobs_arguments(add("jobs", "a queue's jobs in one state, filtered by task"))
+        add("workers", "live workers, the jobs each runs and for how long")
         schedule_cli.add_arguments(
             add("schedules", "periodic schedules: list, run-now, pause, resume, remove NAME")
         )
@@ -230,6 +233,21 @@ class Command(BaseCommand):
         job = _locate(jobs, job_id, queue)
         was = jobs.delete(job.queue, job_id)
         self._report(job_id, job.queue, "deleted", f"deleted (it was {was})", as_json)
+
+    def do_retry(self, job_id: str, queue: str | None, as_json: bool, **_: Any) -> None:
+        job_cli.do_retry(self, _locate(conf.get_jobs(), job_id, queue), as_json)
+
+    def do_jobs(
+        self,
+        queue: str,
+        state: str,
+        task: str | None,
+        limit: int,
+        oldest_first: bool,
+        as_json: bool,
+        **_: Any,
+    ) -> None:
+        job_cli.do_jobs(self, queue, state, task, limit, oldest_first, as_json)
 
     def _report(self, job_id: str, queue: str, outcome: str, said: str, as_json: bool) -> None:
         if as_json:
@@ -325,11 +343,7 @@ class Command(BaseCommand):
     # -- workers -------------------------------------------------------------------------
 
     def do_workers(self, as_json: bool, **_: Any) -> None:
-        workers = list_workers(conf.get_connector())
-        if as_json:
-            self.emit_json([dataclasses.asdict(w) for w in workers])
-        else:
-            self.console.print(workers_view(workers, time.time()))
+        job_cli.do_workers(self, as_json)
 
     # -- schedules -----------------------------------------------------------------------
 
@@ -440,30 +454,4 @@ def ping_view(report: dict[str, Any]) -> Table:
         f" ({rtt['samples']} PINGs)",
     )
     table.add_row("script cache", cache)
-    return table
-
-
-def _ago(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h"
-
-
-def workers_view(workers: Sequence[WorkerInfo], now: float) -> Table:
-    table = Table(title="EchoMQ workers", caption=f"{len(workers)} live")
-    for name in ("id", "host", "pid", "queues", "running", "up", "last seen"):
-        table.add_column(name, justify="right" if name in ("pid", "running") else "left")
-    for w in sorted(workers, key=lambda w: w.id):
-        table.add_row(
-            w.id,
-            printable(w.host),
-            str(w.pid),
-            printable(", ".join(w.queues)),
-            f"{len(w.running)}/{w.concurrency}",
-            _ago(now - w.started_at),
-            f"{_ago(now - w.last_seen)} ago",
-        )
     return table
