@@ -61,7 +61,7 @@ def test_workers_show_each_running_job_and_how_long_it_has_run(jobs, monkeypatch
             running=[job_id],
             started_at=now - 60,
             last_seen=now,
-        ),  # fmt: skip
+        ),
         ttl_s=30,
     )
     (listed,) = echomq_cmd("workers", "--json").json()
