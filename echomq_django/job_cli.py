@@ -7,7 +7,7 @@
     echomq retry JOB_ID [--queue QUEUE]              one dead job back to pending
 
 Reads are bounded: ``jobs`` reads pages of the place's sorted set (never the whole
-set) and, with ``--task``, looks at most ``SCAN_MAX`` jobs for matches; ``workers``
+set) and, with ``--task``, looks at most ``task_filter.SCAN_MAX`` jobs for matches; ``workers``
 reads one row per running job. Times are the server's clock, in UTC.
 """
 
@@ -23,14 +23,13 @@ from django.core.management.base import CommandError
 from rich.console import Group
 from rich.table import Table
 
-from . import conf
+from . import conf, task_filter
 from .engine.jobs import PAGE_MAX, Job, Jobs
 from .engine.keyspace import STATES
 from .engine.registry import WorkerInfo, list_workers
 from .management import count_arg, printable, queue_arg
 
 NEWEST_FIRST = ("completed", "dead")  # what an operator looks for there is the latest
-SCAN_MAX = 10_000  # jobs --task looks at, at most
 PAGE_FIELDS = ("task", "attempts", "max_attempts", "enqueued_at", "finished_at", "last_error")
 
 
@@ -38,7 +37,9 @@ def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("queue", type=queue_arg, metavar="QUEUE")
     parser.add_argument("state", choices=STATES, metavar="STATE", help=", ".join(STATES))
     parser.add_argument("--task", help="only jobs of this task (its dotted path)")
-    parser.add_argument("--limit", type=count_arg, default=50, help="at most N jobs (default 50)")
+    parser.add_argument(
+        "--limit", type=count_arg, default=50, help=f"at most N jobs (default 50, most {PAGE_MAX})"
+    )
     parser.add_argument(
         "--oldest-first", action="store_true", help="completed and dead: oldest first"
     )
@@ -52,23 +53,20 @@ def server_now_us(jobs: Jobs) -> int:
 def list_jobs(
     jobs: Jobs, queue: str, state: str, task: str | None, limit: int, oldest_first: bool = False
 ) -> tuple[int, list[dict[str, Any]]]:
-    """(jobs in the place, up to ``limit`` of them as documents), in the place's order."""
+    """(jobs in the place (of ``task``: among the first SCAN_MAX), up to ``limit`` of them)."""
     newest_first = state in NEWEST_FIRST and not oldest_first
-    found: list[dict[str, Any]] = []
-    offset, total = 0, 0
-    while len(found) < limit and offset < SCAN_MAX:
-        count = PAGE_MAX if task else min(PAGE_MAX, limit - len(found))
+    if task is None:
         page = jobs.page(
-            queue, state, offset=offset, count=count, newest_first=newest_first, fields=PAGE_FIELDS
+            queue, state, count=min(limit, PAGE_MAX), newest_first=newest_first, fields=PAGE_FIELDS
         )
-        total = page.total
-        for entry in page.entries:
-            if task is None or entry.fields.get("task") == task:
-                found.append({"id": entry.id, "score": entry.score, **entry.fields})
-        offset += len(page.entries)
-        if len(page.entries) < count or offset >= total:
-            break
-    return total, found[:limit]
+        total, entries = page.total, page.entries
+    else:
+        found = task_filter.of_task(
+            jobs, queue, state, task, offset=0, count=limit, newest_first=newest_first,
+            fields=PAGE_FIELDS,
+        )  # fmt: skip
+        total, entries = found.total, found.entries
+    return total, [{"id": e.id, "score": e.score, **e.fields} for e in entries]
 
 
 def _when_us(value: object) -> str:
