@@ -48,7 +48,7 @@ from typing import Any
 from django.db import close_old_connections
 from django.utils import timezone
 
-from . import conf
+from . import conf, tracing
 from .backends import EchoMQBackend
 from .compat import (
     TaskContext,
@@ -119,15 +119,23 @@ def execute(claimed: Claimed) -> Outcome:
 def run(claimed: Claimed) -> Outcome:
     if claimed.job is None:
         return refuse(claimed.id, CorruptRow(claimed.corrupt or "the row cannot be read"))
+    job = claimed.job
     try:
-        result, backend = prepare(claimed.job)
+        payload, result, backend = prepare(job)
     except Exception as exc:
         return refuse(claimed.id, exc)
-    return call(claimed.job, result, backend)
+    with tracing.execute_span(
+        job.task, job.queue, job.id, job.counted_attempts, payload.metadata
+    ) as span:
+        outcome = call(job, result, backend)
+        span.set("echomq.outcome", "success" if isinstance(outcome, Success) else "failure")
+        if isinstance(outcome, Failure):
+            span.set("echomq.retry", outcome.retry)
+        return outcome
 
 
-def prepare(job: Job) -> tuple[TaskResult, EchoMQBackend]:
-    """The TaskResult of a runnable row and its backend, or an error saying why it is not."""
+def prepare(job: Job) -> tuple[Payload, TaskResult, EchoMQBackend]:
+    """The payload, TaskResult and backend of a runnable row, or an error saying why not."""
     payload = Payload.loads(job.payload)
     try:
         backend = task_backends[payload.backend]
@@ -135,7 +143,8 @@ def prepare(job: Job) -> tuple[TaskResult, EchoMQBackend]:
         raise PayloadError(f"task backend {payload.backend!r} is not configured here") from exc
     if not isinstance(backend, EchoMQBackend):
         raise PayloadError(f"task backend {payload.backend!r} is not an EchoMQBackend here")
-    return task_result(job, payload, rebuild_task(job, payload, backend.task_modules)), backend
+    task = rebuild_task(job, payload, backend.task_modules)
+    return payload, task_result(job, payload, task), backend
 
 
 def refuse(job_id: str, exc: BaseException) -> Failure:
