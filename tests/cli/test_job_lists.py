@@ -86,3 +86,20 @@ def test_retry_one_dead_job(jobs):
     assert jobs.get("default", other).state == "dead"
     with pytest.raises(CommandError, match="is pending, not dead"):
         echomq_cmd("retry", dead)
+
+
+def test_a_cancel_counts_as_cancelled_not_as_failed(jobs):
+    make_dead(jobs)  # a real failure beside it
+    (waiting,) = enqueue(jobs, "default", 1)
+    jobs.cancel("default", waiting)
+    (stats,) = [s for s in echomq_cmd("stats", "--json").json() if s["queue"] == "default"]
+    assert {k: stats["events"][k] for k in ("failed", "dead", "cancelled")} == {
+        "failed": 1,
+        "dead": 2,
+        "cancelled": 1,
+    }
+    from echomq_django.metrics import queue_families, queue_stats
+
+    families = queue_families(queue_stats(jobs, ["default"]))
+    (failed,) = [f for f in families if f.name == "echomq_failed_total"]
+    assert failed.samples == [({"queue": "default"}, 1)]

@@ -47,7 +47,7 @@ from echomq_django.engine.errors import EchoMQError, ServerUnavailable
 from echomq_django.engine.jobs import SWEEP_LIMIT, Job, QueueStats, Sweep
 from echomq_django.engine.keyspace import STATES, validate_job_id
 from echomq_django.management import count_arg, printable, queue_arg, seconds_arg
-from echomq_django.metrics import COUNTERS, known_queues, queue_stats
+from echomq_django.metrics import COUNTERS, event_totals, known_queues, queue_stats
 
 PURGEABLE = ("completed", "dead")
 
@@ -183,7 +183,10 @@ class Command(BaseCommand):
             return Group(stats_view(snapshot(), watch), *backlog)
 
         if as_json:
-            self.emit_json([dataclasses.asdict(s) for s in snapshot()])
+            # "events": the table's event columns (failed, ...), derived from "metrics"
+            self.emit_json(
+                [{**dataclasses.asdict(s), "events": event_totals(s)} for s in snapshot()]
+            )
         elif watch:
             self.watch(view, watch)
         else:
@@ -374,8 +377,7 @@ def stats_view(stats: Sequence[QueueStats], every: float | None = None) -> Group
         events.add_column(suffix, justify="right")
     for s in stats:
         now.add_row(s.queue, *(str(s.counts[state]) for state in STATES))
-        totals = (sum(s.metrics.get(f, 0) for f in fields) for _, _, fields in COUNTERS)
-        events.add_row(s.queue, *map(str, totals))
+        events.add_row(s.queue, *map(str, event_totals(s).values()))
     return Group(now, events)
 
 
