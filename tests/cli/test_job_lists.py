@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -103,3 +104,14 @@ def test_a_cancel_counts_as_cancelled_not_as_failed(jobs):
     families = queue_families(queue_stats(jobs, ["default"]))
     (failed,) = [f for f in families if f.name == "echomq_failed_total"]
     assert failed.samples == [({"queue": "default"}, 1)]
+
+
+def test_inspect_prints_tracebacks_below_the_table_unfolded(jobs):
+    (job_id,) = enqueue(jobs, "default", 1, max_attempts=1)
+    (claimed,) = jobs.claim("default", "w1", lease_ms=1000).jobs
+    long_line = '  File "/srv/app/' + "deep/" * 30 + 'tasks.py", line 7, in charge'
+    error = json.dumps({"exception_class_path": "builtins.ValueError", "traceback": long_line})
+    jobs.retry("default", job_id, claimed.token, error=error, summary="ValueError: boom")
+    out = echomq_cmd("inspect", job_id).out
+    assert long_line in out.splitlines()  # one line, as written: copyable, not folded at 80
+    assert "error 1: builtins.ValueError" in out
