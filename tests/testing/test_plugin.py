@@ -96,6 +96,18 @@ def test_parallel_workers_get_a_database_each(dev_server):
     base.flushdb()
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["embedded", "ECHOMQ_TEST_URL"])
+def test_the_users_suite_passes_under_pytest_xdist(dev_server, shared):
+    """``pytest -n 2``: two processes, each with a server (or a database) of its own."""
+    url, _ = dev_server
+    test_url = f"{url}/{TEST_DB}" if shared else None
+    proc = run_user_suite(f"{url}/{DEV_DB}", test_url, "-p", "xdist.plugin", "-n", "2")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{USER_TESTS} passed" in proc.stdout
+    for db in (TEST_DB, TEST_DB + 1):  # gw0's and gw1's, flushed after their last test
+        assert redis.Redis.from_url(f"{url}/{db}").dbsize() == 0
+
+
 def test_ECHOMQ_TEST_URL_equal_to_the_dev_url_is_refused(dev_server):
     url, _ = dev_server
     proc = run_user_suite(f"{url}/{DEV_DB}", f"{url}/{DEV_DB}", "-k", "starts_empty")
