@@ -103,6 +103,9 @@ class WorkerStats:
     lost: int = 0  # leases the heartbeat found lost; their outcome was discarded
     released: int = 0  # given back at shutdown (not counted as attempts)
 
+    def __str__(self) -> str:  # the exit line: "claimed 3, completed 1, retried 1, ..."
+        return ", ".join(f"{name} {getattr(self, name)}" for name in self.__dataclass_fields__)
+
 
 @dataclass(eq=False, slots=True)
 class _Lease:
