@@ -70,3 +70,11 @@ def test_search_by_task_name_lists_the_places_holding_it(jobs, superuser):
     assert "/queues/emails/pending/?task=shop.tasks.charge_card" in found.content.decode()
     nothing = superuser.get(f"{ROOT}search/?id=shop.tasks.nope", follow=True)
     assert any("no job of a task by that name" in m for m in messages_of(nothing))
+
+
+def test_the_pages_name_a_favicon_that_exists(jobs, superuser):
+    from django.contrib.staticfiles import finders
+
+    page = superuser.get(ROOT).content.decode()
+    assert 'rel="icon" href="/static/echomq/favicon.svg"' in page
+    assert finders.find("echomq/favicon.svg")
