@@ -121,3 +121,28 @@ def test_a_periodic_schedule(echomq):
     assert (ran.id, ran.task, ran.outcome) == (job_id, "shop.tasks.cleanup", "completed")
     assert cleanup.get_result(job_id).return_value == 1
     assert not Order.objects.exists()
+
+
+def test_drain_sends_the_frameworks_signals(echomq):
+    from echomq_django.compat import task_finished, task_started
+
+    seen = []
+
+    def on_started(sender, task_result, **kwargs):
+        seen.append(("started", task_result.id, task_result.status))
+
+    def on_finished(sender, task_result, **kwargs):
+        seen.append(("finished", task_result.id, task_result.status))
+
+    task_started.connect(on_started)
+    task_finished.connect(on_finished)
+    try:
+        result = send_receipt.enqueue(7)
+        echomq.drain()
+    finally:
+        task_started.disconnect(on_started)
+        task_finished.disconnect(on_finished)
+    assert seen == [
+        ("started", result.id, TaskResultStatus.RUNNING),
+        ("finished", result.id, TaskResultStatus.SUCCESSFUL),
+    ]
