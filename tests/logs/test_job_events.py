@@ -68,7 +68,7 @@ def test_text_lines_share_one_timestamp_format(jobs, url):
     assert proc.returncode == 0, proc.stderr
     heads = [line for line in proc.stderr.splitlines() if re.match(r"^\d{4}-", line)]
     assert heads and all(ISO.match(line) for line in heads), heads
-    retried = [line for line in heads if " retried " in line]
+    retried = [line for line in heads if " echomq.job[" in line and " retried (" in line]
     assert len(retried) == 1
     assert "queue=emails attempt=1/2 retry_in=0s error='ValueError: kaput'" in retried[0]
     assert proc.stderr.count("ValueError: kaput\n") == 2  # one traceback per attempt
