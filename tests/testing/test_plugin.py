@@ -17,7 +17,7 @@ from echomq_django.engine.jobs import Jobs, NewJob
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = Path(__file__).resolve().parent / "userproject"
-USER_TESTS = 11  # the tests in userproject/shop_tests
+USER_TESTS = 12  # the tests in userproject/shop_tests
 DEV_DB, TEST_DB = 5, 6
 
 

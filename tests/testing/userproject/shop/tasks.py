@@ -47,3 +47,9 @@ def broken() -> None:
 @task
 def cleanup() -> int:
     return Order.objects.filter(receipt_sent=True).delete()[0]
+
+
+@task
+def forever(n: int) -> None:
+    """Enqueues its own next run: drain() must stop, not spin."""
+    forever.enqueue(n + 1)

@@ -146,3 +146,16 @@ def test_drain_sends_the_frameworks_signals(echomq):
         ("started", result.id, TaskResultStatus.RUNNING),
         ("finished", result.id, TaskResultStatus.SUCCESSFUL),
     ]
+
+
+def test_drain_stops_at_its_limit_when_a_task_enqueues_itself(echomq, monkeypatch):
+    from shop.tasks import forever
+
+    from echomq_django.testing import queues
+
+    monkeypatch.setattr(queues, "DRAIN_LIMIT", 5)  # 10,000 by default
+    forever.enqueue(0)
+    with pytest.raises(queues.DrainLimitReached, match="ran 5 jobs and more are ready"):
+        echomq.drain()
+    assert [j.args for j in echomq.jobs(task=forever)] == [[5]]
+    assert len(echomq.drain(max_jobs=3)) == 3  # bounded on purpose: no error
