@@ -24,10 +24,10 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.http.response import HttpResponseBase, HttpResponseNotAllowed
 from django.shortcuts import render
 from django.urls import URLPattern, path, register_converter, reverse
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.utils.text import capfirst
 
-from . import admin_chart, conf, outbox
+from . import admin_chart, conf, outbox, task_filter
 from .admin_rows import (
     ListedJob,
     QueueSummary,
@@ -68,6 +68,8 @@ ORDERS = {
     "dead": ("end of retention", "oldest first", "newest first"),
 }
 THROUGHPUT_MINUTES = 60
+NEWEST_FIRST = ("completed", "dead")  # what an operator looks for there is the latest
+TASK_COUNTS_SHOWN = 20
 # Row fields read with each page entry (one HMGET per entry, inside the page script).
 LIST_FIELDS = (
     "task", "priority", "attempts", "refunds", "max_attempts", "enqueued_at", "started_at",
@@ -356,12 +358,22 @@ class EchoMQAdmin:
         """One page of a place's sorted set, read with offsets (never the whole set)."""
         self.require(request, "view")
         jobs = conf.get_jobs()
-        newest = request.GET.get("order") == "newest"
+        order = request.GET.get("order") or ("newest" if state in NEWEST_FIRST else "oldest")
+        newest = order == "newest"
         number = min(max(int_or_none(request.GET.get("page")) or 1, 1), MAX_PAGE)
-        page = jobs.page(
-            queue, state, offset=(number - 1) * PER_PAGE, count=PER_PAGE,
-            newest_first=newest, fields=LIST_FIELDS,
-        )  # fmt: skip
+        task = request.GET.get("task", "").strip()[:500]
+        offset = (number - 1) * PER_PAGE
+        if task:  # read from the set (bounded): no index by task
+            page = task_filter.of_task(
+                jobs, queue, state, task, offset=offset, count=PER_PAGE,
+                newest_first=newest, fields=LIST_FIELDS,
+            )  # fmt: skip
+        else:
+            page = jobs.page(
+                queue, state, offset=offset, count=PER_PAGE, newest_first=newest,
+                fields=LIST_FIELDS,
+            )  # fmt: skip
+        tasks, read = task_filter.counts(jobs, queue, state)
         pages = max((page.total + PER_PAGE - 1) // PER_PAGE, 1)
         stats = jobs.stats(queue)
         context = self.context(
@@ -378,6 +390,11 @@ class EchoMQAdmin:
             last_index=(number - 1) * PER_PAGE + len(page.entries),
             order="newest" if newest else "oldest",
             order_by=ORDERS[state],
+            task=task,
+            task_query=f"&{urlencode({'task': task})}" if task else "",
+            partial=task and not page.complete,
+            task_counts=tasks.most_common(TASK_COUNTS_SHOWN),
+            tasks_read=read,
             queue_actions=self.allowed(request, QUEUE_ACTIONS, state),
             retry=next(iter(self.allowed(request, {"retry": JOB_ACTIONS["retry"]}, state)), None),
         )
@@ -443,18 +460,38 @@ class EchoMQAdmin:
     def search(self, request: HttpRequest) -> HttpResponse:
         """Find a job by id in every known queue (an id does not name its queue)."""
         self.require(request, "view")
-        wanted = request.GET.get("id", "").strip().lower()
+        wanted = request.GET.get("id", "").strip()
         try:
-            job_id = validate_job_id(wanted)
+            job_id = validate_job_id(wanted.lower())
         except InvalidJobId:
-            messages.error(request, f"“{wanted[:80]}” is not a job id (a lowercase UUIDv7).")
-            return HttpResponseRedirect(self.url("dashboard"))
+            return self.task_search(request, wanted[:500])
         jobs = conf.get_jobs()
         queue = find_queue(jobs.connector, known_queues(jobs), job_id)
         if queue is not None:
             return HttpResponseRedirect(self.url("job", queue=queue, job_id=job_id))
         messages.warning(request, f"No job {job_id} in any known queue.")
         return HttpResponseRedirect(self.url("dashboard"))
+
+    def task_search(self, request: HttpRequest, task: str) -> HttpResponse:
+        """Where a task's jobs are: per queue and place, counted among each place's first
+        ``task_filter.COUNT_MAX`` jobs, each linking to the list filtered by the task."""
+        jobs = conf.get_jobs()
+        found = []
+        for queue in known_queues(jobs):
+            for state in STATES:
+                count = task_filter.counts(jobs, queue, state)[0].get(task, 0) if task else 0
+                if count:
+                    link = self.url("list", queue=queue, state=state)
+                    found.append((queue, state, count, f"{link}?{urlencode({'task': task})}"))
+        if not found:
+            messages.error(
+                request,
+                f"“{task[:80]}” is not a job id (a lowercase UUIDv7), and no job of a task "
+                "by that name is in any known queue.",
+            )
+            return HttpResponseRedirect(self.url("dashboard"))
+        context = self.context(request, f"Jobs of {task}", task=task, found=found)
+        return render(request, "admin/echomq/task_search.html", context)
 
     # -- actions ----------------------------------------------------------------------
 

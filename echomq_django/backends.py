@@ -45,7 +45,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
-from . import conf, outbox
+from . import conf, outbox, tracing
 from .compat import (
     BaseTaskBackend,
     InvalidTask,
@@ -223,6 +223,14 @@ class EchoMQBackend(BaseTaskBackend):
         """
         self.ensure_configured()
         self.validate_task(task)
+        arguments = list(arguments)
+        with tracing.enqueue_span(task.module_path, task.queue_name, len(arguments)):
+            return self.send(task, arguments)
+
+    def send(
+        self, task: Task, arguments: Sequence[tuple[Sequence[Any], Mapping[str, Any]]]
+    ) -> list[TaskResult]:
+        """``enqueue_many`` of a validated task: now, on commit, or into the outbox."""
         prepared = [self.prepare(task, args, kwargs) for args, kwargs in arguments]
         mode = self.sends_on_commit(task)
         if mode == outbox.OUTBOX and outbox.in_transaction():
@@ -270,6 +278,7 @@ class EchoMQBackend(BaseTaskBackend):
             backend=self.alias,
             takes_context=task.takes_context,
             idempotency_key=getattr(task, "idempotency_key", None),
+            metadata=tracing.metadata(),
         )
         run_after: datetime | None = task.run_after
         return NewJob(

@@ -11,6 +11,7 @@
         "METRICS_TOKEN": None,               # bearer token of the Prometheus view (see metrics.py)
         "DURABLE_ENQUEUE": None,             # {"REPLICAS": n, "LOCAL": bool, "TIMEOUT": s}
         "SCHEDULES": {},                     # periodic jobs (see schedules.py)
+        "LOG_FORMAT": "text",                # or "json": runworker / runreaper logs (logs.py)
     }
 
 ``DURABLE_ENQUEUE`` makes ``enqueue()`` return only once the job is on that many
@@ -76,7 +77,7 @@ class EchoMQSettings:
 
 KNOWN_KEYS = {
     "URL", "OPTIONS", "CLUSTER", "QUEUES", "MAX_PAYLOAD", "METRICS_TOKEN", "DURABLE_ENQUEUE",
-    "SCHEDULES",
+    "SCHEDULES", "LOG_FORMAT",
 }  # fmt: skip
 DURABLE_KEYS = {"REPLICAS", "LOCAL", "TIMEOUT"}
 

@@ -21,8 +21,9 @@ worker keeps going). What it does, in order:
    ``task_finished`` is sent when the task is finished: on success, and on the
    failure that ends it. It is sent inside the ``except`` block, as Django's
    backends do, so the framework's logger records the traceback. A failed
-   attempt that will be retried is logged as a warning; its result reads READY
-   with the errors so far until the next attempt starts.
+   attempt that may be retried is logged by the worker, once the server has
+   said what became of it (retried or dead), its traceback on that line; its
+   result reads READY with the errors so far until the next attempt starts.
 
 ``KeyboardInterrupt`` or ``SystemExit`` raised *by a task* (``sys.exit()`` in
 task code) is a failed attempt like any other exception: recorded, retried
@@ -38,13 +39,16 @@ from __future__ import annotations
 import json
 import logging
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
 from django.db import close_old_connections
 from django.utils import timezone
 
-from . import conf
+from . import conf, tracing
 from .backends import EchoMQBackend
 from .compat import (
     TaskContext,
@@ -67,6 +71,27 @@ logger = logging.getLogger("echomq.execution")
 RESULT_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
+# Set by ``in_place()``: the exceptions tasks raised, kept for the caller (None: a worker).
+_raised: ContextVar[list[BaseException] | None] = ContextVar("echomq_raised", default=None)
+
+
+@contextmanager
+def in_place() -> Iterator[list[BaseException]]:
+    """Run jobs in the caller's own thread and transaction (the test plugin's ``drain``).
+
+    ``close_old_connections()`` is skipped: inside a test's transaction it would
+    close the connection and doom the transaction. The exceptions that tasks
+    raise (and refusals) are appended to the yielded list, so the caller can
+    re-raise them; the outcome reported is the same as a worker's.
+    """
+    raised: list[BaseException] = []
+    token = _raised.set(raised)
+    try:
+        yield raised
+    finally:
+        _raised.reset(token)
+
+
 class NonJSONReturnValue(TypeError):
     """The task returned a value that cannot be stored as JSON: the task fails."""
 
@@ -77,12 +102,15 @@ class ReturnValueTooLarge(ValueError):
 
 def execute(claimed: Claimed) -> Outcome:
     """Run the claimed job's task once and say how it went. Never raises."""
+    worker = _raised.get() is None
     try:
-        close_old_connections()
+        if worker:
+            close_old_connections()
         try:
             return run(claimed)
         finally:
-            close_old_connections()
+            if worker:
+                close_old_connections()
     except BaseException as exc:  # a bug here must not kill the worker
         logger.exception("EchoMQ could not run job %s", claimed.id)
         return failure_from_exception(exc)
@@ -91,15 +119,23 @@ def execute(claimed: Claimed) -> Outcome:
 def run(claimed: Claimed) -> Outcome:
     if claimed.job is None:
         return refuse(claimed.id, CorruptRow(claimed.corrupt or "the row cannot be read"))
+    job = claimed.job
     try:
-        result, backend = prepare(claimed.job)
+        payload, result, backend = prepare(job)
     except Exception as exc:
         return refuse(claimed.id, exc)
-    return call(claimed.job, result, backend)
+    with tracing.execute_span(
+        job.task, job.queue, job.id, job.counted_attempts, payload.metadata
+    ) as span:
+        outcome = call(job, result, backend)
+        span.set("echomq.outcome", "success" if isinstance(outcome, Success) else "failure")
+        if isinstance(outcome, Failure):
+            span.set("echomq.retry", outcome.retry)
+        return outcome
 
 
-def prepare(job: Job) -> tuple[TaskResult, EchoMQBackend]:
-    """The TaskResult of a runnable row and its backend, or an error saying why it is not."""
+def prepare(job: Job) -> tuple[Payload, TaskResult, EchoMQBackend]:
+    """The payload, TaskResult and backend of a runnable row, or an error saying why not."""
     payload = Payload.loads(job.payload)
     try:
         backend = task_backends[payload.backend]
@@ -107,12 +143,14 @@ def prepare(job: Job) -> tuple[TaskResult, EchoMQBackend]:
         raise PayloadError(f"task backend {payload.backend!r} is not configured here") from exc
     if not isinstance(backend, EchoMQBackend):
         raise PayloadError(f"task backend {payload.backend!r} is not an EchoMQBackend here")
-    return task_result(job, payload, rebuild_task(job, payload, backend.task_modules)), backend
+    task = rebuild_task(job, payload, backend.task_modules)
+    return payload, task_result(job, payload, task), backend
 
 
 def refuse(job_id: str, exc: BaseException) -> Failure:
     """A row that must never run: dead at once, with the reason."""
     logger.error("EchoMQ refused job %s: %s", job_id, exc)
+    keep(exc)
     return replace(failure_from_exception(exc), retry=False)
 
 
@@ -127,18 +165,11 @@ def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
         )
         value = to_json(task.call(*args, **result.kwargs), conf.get_jobs().max_payload)
     except BaseException as exc:
+        keep(exc)
         result.errors.append(task_error(exc))
         object.__setattr__(result, "status", TaskResultStatus.FAILED)  # what backoff() sees
         decision = retry_decision(exc, job, result, backend)
-        if decision.retry:
-            logger.warning(
-                "Task id=%s path=%s attempt %s failed and will be retried",
-                result.id,
-                task.module_path,
-                result.attempts,
-                exc_info=True,
-            )
-        else:
+        if not decision.retry:  # a retried attempt is the worker's job event line (traceback too)
             finish(sender, result, TaskResultStatus.FAILED)  # inside except: exc_info is set
         return replace(
             failure_from_exception(exc), retry=decision.retry, backoff_ms=decision.backoff_ms
@@ -198,6 +229,13 @@ def finish(sender: type, result: TaskResult, status: TaskResultStatus) -> None:
         task_finished.send(sender=sender, task_result=result)
     except Exception:
         logger.exception("a task_finished receiver failed for task %s", result.id)
+
+
+def keep(exc: BaseException) -> None:
+    """Hand the exception to an ``in_place()`` caller, if there is one."""
+    raised = _raised.get()
+    if raised is not None:
+        raised.append(exc)
 
 
 def task_error(exc: BaseException) -> TaskError:

@@ -57,15 +57,32 @@ from .engine.scheduler import Scheduler, StoredSchedule
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 VIEW_PERMISSION = "echomq.view_queue"  # what the admin's pages need too (see models.Queue)
 
-# (metric suffix, HELP text, fields of the queue's metrics hash that add up to it)
+# (metric suffix, HELP text, fields of the queue's metrics hash that add up to it; a
+# field written "-name" is taken away: an operator's cancel moves a job to dead, and
+# counts as 'dead' there, but no attempt of it failed)
 COUNTERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("enqueued", "Jobs enqueued.", ("enqueued",)),
     ("completed", "Jobs completed.", ("completed",)),
-    ("failed", "Failed attempts: retried, or moved to dead.", ("retried", "dead")),
+    (
+        "failed",
+        "Failed attempts: retried, or moved to dead (operator cancels not included).",
+        ("retried", "dead", "-cancelled"),
+    ),
     ("retried", "Failed attempts that were retried.", ("retried",)),
     ("reaped", "Expired leases taken back by a reaper.", ("reaped", "reaped_dead")),
-    ("dead", "Jobs moved to dead.", ("dead",)),
+    ("dead", "Jobs moved to dead (cancelled ones too).", ("dead",)),
+    ("cancelled", "Jobs an operator cancelled (moved to dead).", ("cancelled",)),
 )
+
+
+def counter_total(metrics: dict[str, int], fields: Sequence[str]) -> int:
+    """One COUNTERS entry's value from a queue's metrics hash."""
+    return sum(-metrics.get(f[1:], 0) if f.startswith("-") else metrics.get(f, 0) for f in fields)
+
+
+def event_totals(stats: QueueStats) -> dict[str, int]:
+    """Every COUNTERS entry of one queue, by suffix (the ``stats`` table's second part)."""
+    return {suffix: counter_total(stats.metrics, fields) for suffix, _, fields in COUNTERS}
 
 
 # ---------------------------------------------------------------------------------------
@@ -135,9 +152,7 @@ def queue_families(stats: Sequence[QueueStats]) -> list[Family]:
     families = [jobs]
     for suffix, help_text, fields in COUNTERS:
         family = Family(f"echomq_{suffix}_total", "counter", help_text)
-        family.samples = [
-            ({"queue": s.queue}, sum(s.metrics.get(f, 0) for f in fields)) for s in stats
-        ]
+        family.samples = [({"queue": s.queue}, counter_total(s.metrics, fields)) for s in stats]
         families.append(family)
     return families
 

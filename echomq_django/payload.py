@@ -74,6 +74,7 @@ class Payload:
     backend: str
     takes_context: bool = False
     idempotency_key: str | None = None
+    metadata: dict[str, str] | None = None  # the enqueuer's trace context (tracing.py)
 
     def dumps(self) -> str:
         data: dict[str, Any] = {
@@ -86,6 +87,8 @@ class Payload:
         }
         if self.idempotency_key is not None:
             data["idempotency_key"] = self.idempotency_key
+        if self.metadata:
+            data["metadata"] = self.metadata
         return PAYLOAD_ENCODER.encode(data)
 
     @classmethod
@@ -107,6 +110,7 @@ class Payload:
             backend=data["backend"],
             takes_context=data.get("takes_context", False),
             idempotency_key=data.get("idempotency_key"),
+            metadata=data.get("metadata"),
         )
 
 
@@ -117,6 +121,7 @@ PAYLOAD_FIELDS = {
     "backend": str,
     "takes_context": bool,
     "idempotency_key": (str, type(None)),
+    "metadata": (dict, type(None)),
 }
 
 

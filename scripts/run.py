@@ -50,7 +50,7 @@ WEB_START_TIMEOUT = 30.0
 DEFAULT_HTTP_ADDR = "127.0.0.1:8000"
 SETTINGS_DEFAULT_URL = "redis://127.0.0.1:6390/0"  # project/settings.py's ECHOMQ_URL default
 
-_print_lock = threading.Lock()
+_print_lock = threading.RLock()  # re-entrant: say() from a signal handler
 
 
 def say(text: str) -> None:
@@ -243,6 +243,20 @@ def stop_children(children: list[Child]) -> None:
         child.thread.join(timeout=1)
 
 
+def hurry(children: list[Child]) -> None:
+    """A second Ctrl-C while stopping: every child's process group is killed now."""
+    say("Ctrl-C again: stopping everything at once")
+    for child in children:
+        child.signal_group(signal.SIGKILL)
+
+
+def calm_signals(children: list[Child]) -> None:
+    """Cleaning up is not interrupted: a second Ctrl-C kills the children at once, and
+    the server is still stopped, so nothing is left behind."""
+    signal.signal(signal.SIGINT, lambda signum, frame: hurry(children))
+    signal.signal(signal.SIGTERM, lambda signum, frame: hurry(children))
+
+
 def main() -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGTERM, _on_signal)
@@ -312,12 +326,15 @@ def main() -> int:
         say(f"{exited.name} exited with code {exited.proc.returncode}: stopping everything")
         return exited.proc.returncode or 1
     except Stop as exc:
-        say(f"{exc}: stopping")
+        calm_signals(children)  # before saying so: a second Ctrl-C from now on hurries
+        say(
+            f"{exc}: stopping. The worker takes no new job and gives running ones up to "
+            f"{STOP_TIMEOUT:g}s to finish; Ctrl-C again stops everything at once (running "
+            "jobs then go back to pending after their lease)"
+        )
         return status
     finally:
-        # Ignore further Ctrl-C while cleaning up, so nothing is left behind.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        calm_signals(children)
         if children:
             stop_children(children)
             say("web, worker and reaper stopped")

@@ -33,7 +33,11 @@ from .outcome import Failure, Handler, Outcome, call_handler, error_json
 
 HARD_GRACE_S = 2.0
 _NEVER = float("inf")
-SHUTDOWN: Key = ("", "", 0)  # what a shutdown's kill is "for": no job's fault  # after a soft stop, how long a run may take to end before it is killed
+SHUTDOWN: Key = (
+    "",
+    "",
+    0,
+)  # what a shutdown's kill is "for": no job's fault  # after a soft stop, how long a run may take to end before it is killed
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ from .errors import (
     StaleToken,
     TimeLimitExceeded,
 )
+from .events import failure_traceback, log_job
 from .jobs import BATCH_MAX, DEFAULT_CRASH_BUDGET, DEFAULT_LEASE_MS, Claim, Claimed, Jobs
 from .keyspace import QueueKeys, validate_worker_id
 from .outcome import Failure, Handler, Outcome, Success, error_json, summary_line
@@ -96,6 +97,9 @@ class WorkerStats:
     stale: int = 0  # completes/retries the fence refused: the lease was lost meanwhile
     lost: int = 0  # leases the heartbeat found lost; their outcome was discarded
     released: int = 0  # given back at shutdown (not counted as attempts)
+
+    def __str__(self) -> str:  # the exit line: "claimed 3, completed 1, retried 1, ..."
+        return ", ".join(f"{name} {getattr(self, name)}" for name in self.__dataclass_fields__)
 
 
 @dataclass(eq=False, slots=True)
@@ -702,7 +706,9 @@ class Worker:
         ):  # the common case first: this is every job's path
             self._complete_later(lease, outcome.result)
         elif lease.abandoned:
-            self._log_job(lease, "finally returned after it was abandoned; outcome discarded")
+            self._log_job(
+                lease, "finally returned after it was abandoned; outcome discarded", outcome="late"
+            )
         elif lease.lost or lease.released:
             self._discard(lease)
         elif lease.cancelled and not isinstance(outcome, Success):
@@ -730,7 +736,7 @@ class Worker:
         with self._lock:
             self._running.discard(lease)
         if not crash.alone:
-            self._log_job(lease, f"released: {crash.why}")
+            self._log_job(lease, crash.why, outcome="released")
             self._release(lease, solo=not crash.ours)
             return
         try:
@@ -746,13 +752,17 @@ class Worker:
                 ),
             )
         except StaleToken as exc:
-            self._log_job(lease, f"crashed ({crash.why}) but its lease was lost ({exc})")
+            self._log_job(
+                lease, f"crashed ({crash.why}) but its lease was lost ({exc})", outcome="lost"
+            )
         except ServerUnavailable:
             pass  # shutdown gave up: the reaper returns it after the lease
         else:
             self._count("dead" if outcome.state == "dead" else "retried")
             self._log_job(
-                lease, f"crashed: {crash.why}; {outcome.state} after {outcome.due_ms} crash(es)"
+                lease,
+                f"{crash.why}; {outcome.state} after {outcome.due_ms} crash(es)",
+                outcome="crashed",
             )
         self._forget(lease)
 
@@ -837,12 +847,12 @@ class Worker:
                 continue
             if isinstance(reply, StaleToken):
                 self._count("stale")
-                self._log_job(lease, f"finished but its lease was lost ({reply}); not completed")
+                self._log_job(lease, f"finished, not completed ({reply})", outcome="lost")
             elif isinstance(reply, Exception):
-                self._log_job(lease, f"could not be completed: {reply!r}", logging.ERROR)
+                self._log_job(lease, f"not completed: {reply!r}", logging.ERROR, outcome="error")
             else:
                 completed += 1
-                self._log_job(lease, "completed", logging.INFO)
+                self._log_job(lease, "", logging.INFO, outcome="completed")
         with self._lock:
             self.stats.completed += completed
             if not_run:  # sent again with the next flush, in FLUSH_AGE_S
@@ -877,24 +887,24 @@ class Worker:
             )
         except StaleToken as exc:
             self._count("stale")
-            self._log_job(lease, f"failed ({failure.summary}) but its lease was lost ({exc})")
+            self._log_job(lease, f"failed, lease lost ({exc})", outcome="lost", failure=failure)
         except ServerUnavailable:
             pass  # shutdown gave up: the reaper returns it after the lease
         else:
             if outcome.state == "dead":
                 self._count("dead")
-                self._log_job(lease, f"failed ({failure.summary}); dead after {used} attempt(s)")
+                self._log_job(lease, "", logging.ERROR, outcome="dead", failure=failure)
             else:
                 self._count("retried")
-                wait = f"retry in {backoff} ms" if outcome.state == "scheduled" else "retry now"
-                self._log_job(lease, f"failed ({failure.summary}); {wait}")
+                wait = backoff if outcome.state == "scheduled" else 0
+                self._log_job(lease, "", outcome="retried", failure=failure, retry_in_ms=wait)
         self._forget(lease)
 
     def _discard(self, lease: _Lease) -> None:
         if lease.lost:
-            self._log_job(lease, f"finished after its lease was lost ({lease.lost}); discarded")
+            self._log_job(lease, f"lease lost ({lease.lost})", outcome="discarded")
         else:
-            self._log_job(lease, "finished after it was released at shutdown; discarded")
+            self._log_job(lease, "released at shutdown", outcome="discarded")
         self._forget(lease)
 
     def _forget(self, *leases: _Lease) -> None:
@@ -906,16 +916,35 @@ class Worker:
             if gone:
                 self._room.notify_all()
 
-    def _log_job(self, lease: _Lease, what: str, level: int = logging.WARNING) -> None:
-        if logger.isEnabledFor(level):
-            logger.log(
-                level,
-                "job %s %s %s (%.1f ms)",
-                lease.claimed.id,
-                lease.task,
-                what,
-                lease.elapsed_ms,
-            )
+    def _log_job(
+        self,
+        lease: _Lease,
+        what: str,
+        level: int = logging.WARNING,
+        *,
+        outcome: str,
+        failure: Failure | None = None,
+        retry_in_ms: int | None = None,
+    ) -> None:
+        """One job event line (engine/events.py). A failure's traceback goes with it unless
+        the Django layer ended the task (``retry`` False): its logger printed it then."""
+        claimed = lease.claimed
+        job = claimed.job
+        log_job(
+            level,
+            job_id=claimed.id,
+            task=lease.task,
+            queue=claimed.queue,
+            attempt=claimed.token - (job.refunds if job else 0),
+            max_attempts=job.max_attempts if job else 0,
+            duration_ms=lease.elapsed_ms,
+            outcome=outcome,
+            worker=self.id,
+            error=failure.summary if failure else "",
+            retry_in_ms=retry_in_ms,
+            detail=what,
+            traceback=failure_traceback(failure.error) if failure and failure.retry else "",
+        )
 
     def _count(self, name: str) -> None:
         with self._lock:

@@ -14,9 +14,10 @@ import sys
 from collections.abc import Callable
 from types import FrameType
 
+from django.conf import settings
 from django.core.management.base import CommandError
 
-from echomq_django import conf
+from echomq_django import conf, logs
 from echomq_django.backends import EchoMQBackend
 from echomq_django.checks import server_warnings
 from echomq_django.compat import task_backends
@@ -24,8 +25,11 @@ from echomq_django.engine.connector import Connector
 from echomq_django.engine.errors import AccessDenied, ServerUnavailable
 from echomq_django.engine.jobs import Jobs
 from echomq_django.engine.keyspace import validate_queue_name
+from echomq_django.logs import printable
 
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s"
+__all__ = ["LOG_FORMAT", "printable"]  # printable: the commands' (and the tests') name for it
+
+LOG_FORMAT = logs.TEXT_FORMAT
 
 
 def queue_arg(value: str) -> str:
@@ -58,45 +62,32 @@ def count_arg(value: str) -> int:
     return number
 
 
-def printable(text: object, keep: str = "\n") -> str:
-    """``text`` with each control or format character shown as its escape (``\\x1b``).
-
-    Row fields, exception messages and registry entries are data anyone with write
-    access (or any task) can fill: printed raw, an ESC sequence clears the
-    operator's screen or forges a hyperlink, a CR or a bidi override rewrites what
-    a line seems to say. Only the characters in ``keep`` pass as they are.
-    """
-    text = str(text)
-    if text.isprintable():
-        return text
-    return "".join(
-        ch if ch.isprintable() or ch in keep else ch.encode("unicode_escape").decode()
-        for ch in text
-    )
-
-
-class PrintableFormatter(logging.Formatter):
-    """Log lines (tracebacks too) with control characters escaped, as ``printable``."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return printable(super().format(record))
-
-
 def setup_logging(verbosity: int) -> None:
-    """Log to stderr, control characters escaped, unless the project's LOGGING already does.
+    """Log to stderr in ECHOMQ['LOG_FORMAT'] (echomq_django.logs), unless the project's
+    LOGGING already has a handler.
 
     ``-v 0`` shows the ``echomq`` loggers' warnings only, ``-v 1`` (the default) one
     line per job, ``-v 2`` debug. The handler goes on the root logger, so that other
-    loggers of the process (django-tasks logs a failed task's traceback) are escaped
-    too instead of reaching Python's last-resort handler raw.
+    loggers of the process (django-tasks logs a failed task's traceback) have the same
+    format and are escaped too instead of reaching Python's last-resort handler raw.
+    Django's own INFO lines per task (started, finished) are turned off there: the
+    job event line says it, once; its ERROR line with a failed task's traceback stays.
     """
+    try:
+        formatter = logs.formatter((getattr(settings, "ECHOMQ", {}) or {}).get("LOG_FORMAT"))
+    except logs.LogFormatError as exc:
+        raise CommandError(str(exc)) from None
     echomq = logging.getLogger("echomq")
     echomq.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
     root = logging.getLogger()
     if not echomq.handlers and not root.handlers:
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(PrintableFormatter(LOG_FORMAT))
+        handler.setFormatter(formatter)
         root.addHandler(handler)
+        for name in ("django.tasks", "django_tasks"):
+            framework = logging.getLogger(name)
+            if framework.level == logging.NOTSET:
+                framework.setLevel(logging.WARNING)
 
 
 def on_stop_signals(stop: Callable[[], None], logger: logging.Logger) -> None:
@@ -175,3 +166,25 @@ def configured_queues() -> list[str]:
                 "skipping invalid queue name %r from the settings", name
             )
     return valid
+
+
+def warn_unconfigured(queues: list[str], logger: logging.Logger) -> None:
+    """Warn, one line per queue, about served queues no task can be enqueued to here.
+
+    A queue no EchoMQ backend lists (and no backend takes any queue) nor
+    ECHOMQ['QUEUES'] names is most often a typo (``runworker defualt``): the worker
+    would wait on it for ever while the jobs pile up in ``default``.
+    """
+    backends = [b for b in task_backends.all() if isinstance(b, EchoMQBackend)]
+    if any(not b.queues for b in backends):
+        return  # a backend that takes any queue name: every queue may be fed
+    known = configured_queues()
+    for queue in queues:
+        if queue not in known:
+            logger.warning(
+                "queue %r is not configured: no TASKS backend's QUEUES and no "
+                "ECHOMQ['QUEUES'] names it, so no task of this project is enqueued to it "
+                "(a typo? configured: %s)",
+                queue,
+                ", ".join(known) or "none",
+            )

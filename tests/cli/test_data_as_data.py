@@ -14,7 +14,8 @@ import logging
 
 from echomq_django.engine import registry
 from echomq_django.engine.keyspace import QueueKeys
-from echomq_django.management import PrintableFormatter, printable
+from echomq_django.logs import TextFormatter
+from echomq_django.management import printable
 from tests.cli.conftest import echomq_cmd, enqueue, manage_py
 
 HOSTILE = (
@@ -52,7 +53,7 @@ def test_workers_print_registry_text_as_data(jobs):
 def test_log_lines_escape_what_tasks_raise(jobs):
     record = logging.LogRecord("echomq.worker", logging.ERROR, __file__, 1, "job failed: %s",
                                (HOSTILE,), None)  # fmt: skip
-    line = PrintableFormatter("%(message)s").format(record)
+    line = TextFormatter("%(message)s").format(record)
     assert "\x1b" not in line and r"\x1b[2J" in line
     assert printable("a\nb\tc") == "a\nb\\tc"
 

@@ -7,7 +7,9 @@
     echomq retry-dead QUEUE [JOB_ID ...]            dead jobs back to pending, fresh attempt budget
     echomq purge QUEUE {completed,dead} [--yes]     delete every completed (or dead) job of QUEUE
     echomq ping [--count N]                         server version, round trip, script cache
-    echomq workers                                  live workers of the registry
+    echomq jobs QUEUE STATE [--task T] [--limit N]  a place's jobs (see job_cli.py)
+    echomq workers                                  live workers and the jobs they run
+    echomq cancel|run-now|delete|retry JOB_ID       one job (retry: a dead one back to pending)
     echomq schedules [ACTION NAME]                  periodic schedules (see schedule_cli.py)
 
 Every subcommand takes ``--json``: one JSON document on stdout, nothing else.
@@ -28,7 +30,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -36,17 +37,16 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
 
-from echomq_django import conf, outbox, schedule_cli
+from echomq_django import conf, job_cli, outbox, schedule_cli
 from echomq_django.checks import primaries
+from echomq_django.cli_views import job_errors, job_tracebacks, job_view, ping_view, stats_view
 from echomq_django.engine import script
 from echomq_django.engine.errors import EchoMQError, ServerUnavailable
-from echomq_django.engine.jobs import SWEEP_LIMIT, Job, QueueStats, Sweep
-from echomq_django.engine.keyspace import STATES, validate_job_id
-from echomq_django.engine.registry import WorkerInfo, list_workers
+from echomq_django.engine.jobs import SWEEP_LIMIT, QueueStats, Sweep
+from echomq_django.engine.keyspace import validate_job_id
 from echomq_django.management import count_arg, printable, queue_arg, seconds_arg
-from echomq_django.metrics import COUNTERS, known_queues, queue_stats
+from echomq_django.metrics import event_totals, known_queues, queue_stats
 
 PURGEABLE = ("completed", "dead")
 
@@ -64,6 +64,7 @@ JOB_ACTIONS = {
     "cancel": "stop a job: at once if it waits, through its worker if it runs",
     "run-now": "a scheduled job (or a retry waiting out its backoff) to pending now",
     "delete": "remove a job and its row, whatever its state",
+    "retry": "a dead job back to pending with a fresh attempt budget",
 }
 
 
@@ -79,8 +80,8 @@ def _locate(jobs: Any, job_id: str, queue: str | None) -> Any:
 
 class Command(BaseCommand):
     help = (
-        "Inspect and operate EchoMQ queues: stats, inspect, retry-dead, purge, ping, workers, "
-        "schedules."
+        "Inspect and operate EchoMQ queues: stats, inspect, jobs, cancel, run-now, delete, retry, "
+        "retry-dead, purge, ping, workers, schedules."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -136,7 +137,8 @@ class Command(BaseCommand):
         ping = add("ping", "server version, round-trip latency, script cache")
         ping.add_argument("--count", type=count_arg, default=5, help="PINGs to time")
 
-        add("workers", "live workers of the registry")
+        job_cli.add_jobs_arguments(add("jobs", "a queue's jobs in one state, filtered by task"))
+        add("workers", "live workers, the jobs each runs and for how long")
         schedule_cli.add_arguments(
             add("schedules", "periodic schedules: list, run-now, pause, resume, remove NAME")
         )
@@ -180,7 +182,10 @@ class Command(BaseCommand):
             return Group(stats_view(snapshot(), watch), *backlog)
 
         if as_json:
-            self.emit_json([dataclasses.asdict(s) for s in snapshot()])
+            # "events": the table's event columns (failed, ...), derived from "metrics"
+            self.emit_json(
+                [{**dataclasses.asdict(s), "events": event_totals(s)} for s in snapshot()]
+            )
         elif watch:
             self.watch(view, watch)
         else:
@@ -205,9 +210,10 @@ class Command(BaseCommand):
     def do_inspect(self, job_id: str, queue: str | None, as_json: bool, **_: Any) -> None:
         job = _locate(conf.get_jobs(), job_id, queue)
         if as_json:
-            self.emit_json({**dataclasses.asdict(job), "errors": _errors(job)})
+            self.emit_json({**dataclasses.asdict(job), "errors": job_errors(job)})
         else:
             self.console.print(job_view(job))
+            self.stdout.write(job_tracebacks(job))
 
     def do_cancel(self, job_id: str, queue: str | None, as_json: bool, **_: Any) -> None:
         jobs = conf.get_jobs()
@@ -230,6 +236,21 @@ class Command(BaseCommand):
         job = _locate(jobs, job_id, queue)
         was = jobs.delete(job.queue, job_id)
         self._report(job_id, job.queue, "deleted", f"deleted (it was {was})", as_json)
+
+    def do_retry(self, job_id: str, queue: str | None, as_json: bool, **_: Any) -> None:
+        job_cli.do_retry(self, _locate(conf.get_jobs(), job_id, queue), as_json)
+
+    def do_jobs(
+        self,
+        queue: str,
+        state: str,
+        task: str | None,
+        limit: int,
+        oldest_first: bool,
+        as_json: bool,
+        **_: Any,
+    ) -> None:
+        job_cli.do_jobs(self, queue, state, task, limit, oldest_first, as_json)
 
     def _report(self, job_id: str, queue: str, outcome: str, said: str, as_json: bool) -> None:
         if as_json:
@@ -325,11 +346,7 @@ class Command(BaseCommand):
     # -- workers -------------------------------------------------------------------------
 
     def do_workers(self, as_json: bool, **_: Any) -> None:
-        workers = list_workers(conf.get_connector())
-        if as_json:
-            self.emit_json([dataclasses.asdict(w) for w in workers])
-        else:
-            self.console.print(workers_view(workers, time.time()))
+        job_cli.do_workers(self, as_json)
 
     # -- schedules -----------------------------------------------------------------------
 
@@ -337,133 +354,3 @@ class Command(BaseCommand):
         self, action: str, name: str | None, queue: str | None, as_json: bool, **_: Any
     ) -> None:
         schedule_cli.handle(self, action, name, queue, as_json)
-
-
-# ---------------------------------------------------------------------------------------
-# Views (pure: data in, rich renderable out)
-# ---------------------------------------------------------------------------------------
-
-
-def stats_view(stats: Sequence[QueueStats], every: float | None = None) -> Group:
-    """Two tables, one row per queue: jobs in each state now; event counters so far."""
-    when = datetime.fromtimestamp(stats[0].now_ms / 1000, UTC) if stats else None
-    caption = f"server time {when:%Y-%m-%d %H:%M:%S} UTC" if when else "no queue known yet"
-    if every:
-        caption += f" · every {every:g}s, Ctrl-C to stop"
-    now = Table(title="Jobs by state")
-    events = Table(title="Events since the queue was created", caption=caption)
-    for table in (now, events):
-        table.add_column("queue", style="bold")
-    for state in STATES:
-        now.add_column(state, justify="right")
-    for suffix, _, _ in COUNTERS:
-        events.add_column(suffix, justify="right")
-    for s in stats:
-        now.add_row(s.queue, *(str(s.counts[state]) for state in STATES))
-        totals = (sum(s.metrics.get(f, 0) for f in fields) for _, _, fields in COUNTERS)
-        events.add_row(s.queue, *map(str, totals))
-    return Group(now, events)
-
-
-def _when_us(value: int | None) -> str:
-    return (
-        ""
-        if value is None
-        else f"{datetime.fromtimestamp(value / 1e6, UTC):%Y-%m-%d %H:%M:%S.%f} UTC"
-    )
-
-
-def _when_ms(value: int | None) -> str:
-    return "" if value is None else _when_us(value * 1000)
-
-
-def job_view(job: Job, payload_limit: int = 1000) -> Table:
-    """The row as field / value, times in UTC, the payload cut at ``payload_limit``."""
-    payload = job.payload
-    if len(payload) > payload_limit:
-        payload = payload[:payload_limit] + f" … ({len(job.payload)} characters; --json shows all)"
-    rows = [
-        ("queue", job.queue),
-        ("id", job.id),
-        ("state", job.state),
-        ("task", job.task),
-        ("priority", str(job.priority)),
-        ("attempts", f"{job.counted_attempts} of {job.max_attempts} (token {job.token})"),
-        ("enqueued", _when_us(job.enqueued_at)),
-        ("started", _when_us(job.started_at)),
-        ("last attempt", _when_us(job.last_attempted_at)),
-        ("finished", _when_us(job.finished_at)),
-        ("due", _when_ms(job.due_ms)),
-        ("lease deadline", _when_ms(job.lease_deadline)),
-        ("worker", job.worker),
-        ("workers", ", ".join(job.worker_ids)),
-        ("last error", job.last_error),
-        ("result", job.result or ""),
-        ("payload", payload),
-    ]
-    table = Table(title=f"job {job.id}", show_header=False)
-    table.add_column("field", style="bold")
-    table.add_column("value", overflow="fold")
-    for name, value in rows:
-        if value:
-            table.add_row(name, printable(value))
-    for number, error in enumerate(_errors(job), 1):
-        text = f"{error.get('exception_class_path', '?')}\n{error.get('traceback', '')}"
-        table.add_row(f"error {number}", printable(text.rstrip()))
-    return table
-
-
-def _errors(job: Job) -> list[dict[str, Any]]:
-    """The row's errors; the raw text as one entry when they cannot be parsed."""
-    try:
-        errors = job.error_list
-    except RecursionError:  # planted JSON nested past what the parser takes
-        errors = [{"exception_class_path": "?", "traceback": job.errors}]
-    return [e if isinstance(e, dict) else {"traceback": str(e)} for e in errors]
-
-
-def ping_view(report: dict[str, Any]) -> Table:
-    rtt = report["rtt_ms"]
-    missing = [name for name, cached in report["scripts"].items() if not cached]
-    cache = f"{len(report['scripts']) - len(missing)}/{len(report['scripts'])} scripts cached"
-    if missing:
-        cache += f"; not yet loaded (on first use): {', '.join(missing)}"
-    table = Table(title=printable(f"EchoMQ server {report['url']}"), show_header=False)
-    table.add_column("what", style="bold")
-    table.add_column("value", overflow="fold")
-    table.add_row(
-        "server", printable(f"{report['product']} {report['version']} ({report['mode']})")
-    )
-    table.add_row(
-        "round trip",
-        f"min {rtt['min']:.3f} ms · median {rtt['median']:.3f} ms · max {rtt['max']:.3f} ms"
-        f" ({rtt['samples']} PINGs)",
-    )
-    table.add_row("script cache", cache)
-    return table
-
-
-def _ago(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h"
-
-
-def workers_view(workers: Sequence[WorkerInfo], now: float) -> Table:
-    table = Table(title="EchoMQ workers", caption=f"{len(workers)} live")
-    for name in ("id", "host", "pid", "queues", "running", "up", "last seen"):
-        table.add_column(name, justify="right" if name in ("pid", "running") else "left")
-    for w in sorted(workers, key=lambda w: w.id):
-        table.add_row(
-            w.id,
-            printable(w.host),
-            str(w.pid),
-            printable(", ".join(w.queues)),
-            f"{len(w.running)}/{w.concurrency}",
-            _ago(now - w.started_at),
-            f"{_ago(now - w.last_seen)} ago",
-        )
-    return table

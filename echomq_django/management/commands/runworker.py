@@ -26,6 +26,7 @@ from echomq_django.management import (
     seconds_arg,
     server_version,
     setup_logging,
+    warn_unconfigured,
 )
 
 logger = logging.getLogger("echomq.runworker")
@@ -189,6 +190,7 @@ class Command(BaseCommand):
                 "not serving the configured queues %s (name them to serve them)",
                 ", ".join(unserved),
             )
+        warn_unconfigured(worker.queues, logger)
         log_server_warnings(jobs.connector, logger)
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         worker.run()

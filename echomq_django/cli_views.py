@@ -1,0 +1,126 @@
+"""What ``manage.py echomq`` prints: pure views, data in, rich renderable out.
+
+Data is shown as data: every row field and exception text goes through
+``printable`` (control characters escaped), and the console prints no markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+
+from .engine.jobs import Job, QueueStats
+from .engine.keyspace import STATES
+from .management import printable
+from .metrics import COUNTERS, event_totals
+
+
+def stats_view(stats: Sequence[QueueStats], every: float | None = None) -> Group:
+    """Two tables, one row per queue: jobs in each state now; event counters so far."""
+    when = datetime.fromtimestamp(stats[0].now_ms / 1000, UTC) if stats else None
+    caption = f"server time {when:%Y-%m-%d %H:%M:%S} UTC" if when else "no queue known yet"
+    if every:
+        caption += f" · every {every:g}s, Ctrl-C to stop"
+    now = Table(title="Jobs by state")
+    events = Table(title="Events since the queue was created", caption=caption)
+    for table in (now, events):
+        table.add_column("queue", style="bold")
+    for state in STATES:
+        now.add_column(state, justify="right")
+    for suffix, _, _ in COUNTERS:
+        events.add_column(suffix, justify="right")
+    for s in stats:
+        now.add_row(s.queue, *(str(s.counts[state]) for state in STATES))
+        events.add_row(s.queue, *map(str, event_totals(s).values()))
+    return Group(now, events)
+
+
+def _when_us(value: int | None) -> str:
+    return (
+        ""
+        if value is None
+        else f"{datetime.fromtimestamp(value / 1e6, UTC):%Y-%m-%d %H:%M:%S.%f} UTC"
+    )
+
+
+def _when_ms(value: int | None) -> str:
+    return "" if value is None else _when_us(value * 1000)
+
+
+def job_view(job: Job, payload_limit: int = 1000) -> Table:
+    """The row as field / value, times in UTC, the payload cut at ``payload_limit``; the
+    errors' tracebacks are ``job_tracebacks``, printed below it (a table folds them)."""
+    payload = job.payload
+    if len(payload) > payload_limit:
+        payload = payload[:payload_limit] + f" … ({len(job.payload)} characters; --json shows all)"
+    rows = [
+        ("queue", job.queue),
+        ("id", job.id),
+        ("state", job.state),
+        ("task", job.task),
+        ("priority", str(job.priority)),
+        ("attempts", f"{job.counted_attempts} of {job.max_attempts} (token {job.token})"),
+        ("enqueued", _when_us(job.enqueued_at)),
+        ("started", _when_us(job.started_at)),
+        ("last attempt", _when_us(job.last_attempted_at)),
+        ("finished", _when_us(job.finished_at)),
+        ("due", _when_ms(job.due_ms)),
+        ("lease deadline", _when_ms(job.lease_deadline)),
+        ("worker", job.worker),
+        ("workers", ", ".join(job.worker_ids)),
+        ("last error", job.last_error),
+        ("result", job.result or ""),
+        ("payload", payload),
+    ]
+    table = Table(title=f"job {job.id}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    for name, value in rows:
+        if value:
+            table.add_row(name, printable(value))
+    for number, error in enumerate(job_errors(job), 1):
+        table.add_row(f"error {number}", printable(str(error.get("exception_class_path", "?"))))
+    return table
+
+
+def job_tracebacks(job: Job) -> str:
+    """Each error's traceback as plain lines, as written (copyable, never folded)."""
+    return "".join(
+        f"\nerror {number}: {printable(str(error.get('exception_class_path', '?')))}\n"
+        f"{printable(str(error.get('traceback', ''))).rstrip()}\n"
+        for number, error in enumerate(job_errors(job), 1)
+    )
+
+
+def job_errors(job: Job) -> list[dict[str, Any]]:
+    """The row's errors; the raw text as one entry when they cannot be parsed."""
+    try:
+        errors = job.error_list
+    except RecursionError:  # planted JSON nested past what the parser takes
+        errors = [{"exception_class_path": "?", "traceback": job.errors}]
+    return [e if isinstance(e, dict) else {"traceback": str(e)} for e in errors]
+
+
+def ping_view(report: dict[str, Any]) -> Table:
+    rtt = report["rtt_ms"]
+    missing = [name for name, cached in report["scripts"].items() if not cached]
+    cache = f"{len(report['scripts']) - len(missing)}/{len(report['scripts'])} scripts cached"
+    if missing:
+        cache += f"; not yet loaded (on first use): {', '.join(missing)}"
+    table = Table(title=printable(f"EchoMQ server {report['url']}"), show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    table.add_row(
+        "server", printable(f"{report['product']} {report['version']} ({report['mode']})")
+    )
+    table.add_row(
+        "round trip",
+        f"min {rtt['min']:.3f} ms · median {rtt['median']:.3f} ms · max {rtt['max']:.3f} ms"
+        f" ({rtt['samples']} PINGs)",
+    )
+    table.add_row("script cache", cache)
+    return table

@@ -1,0 +1,103 @@
+"""OpenTelemetry spans for enqueue and execute, the trace carried in the job.
+
+Optional: ``pip install echomq-django[otel]`` (``opentelemetry-api`` only; the
+application brings the SDK and its exporters, as with any instrumented library).
+Without the API installed every function here is a no-op; with the API but no SDK
+configured, the API's own no-op tracer makes them cost a context lookup.
+
+* ``enqueue_span(task, queue)``: a PRODUCER span ``echomq enqueue <task>`` around
+  the enqueue; ``metadata()`` inside it is the W3C trace context
+  (``{"traceparent": ..., "tracestate": ...}``) that the job's payload carries as
+  its ``metadata`` (the shape of Django's task metadata proposal: a dict of
+  strings, stored with the job).
+* ``execute_span(...)``: the worker's CONSUMER span ``echomq execute <task>``, a
+  child of the enqueuer's span (the context is read back from the metadata), with
+  the job id, queue, attempt and, at the end, the outcome
+  (``success``/``failure``, and whether a retry was asked for).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+try:
+    from opentelemetry import propagate, trace
+except ImportError:  # the [otel] extra is not installed
+    trace = None  # type: ignore[assignment]
+    propagate = None  # type: ignore[assignment]
+
+TRACER_NAME = "echomq_django"
+METADATA_KEYS = ("traceparent", "tracestate")
+
+
+class Span:
+    """What the code inside ``execute_span`` may record (a no-op without a real span)."""
+
+    def __init__(self, span: Any = None) -> None:
+        self._span = span
+
+    def set(self, name: str, value: str | int | bool) -> None:
+        if self._span is not None:
+            self._span.set_attribute(name, value)
+
+
+def _tracer() -> Any:
+    return trace.get_tracer(TRACER_NAME)
+
+
+def enqueue_span(task: str, queue: str, count: int) -> Any:
+    """The span around one enqueue call (``count`` jobs of ``task``)."""
+    if trace is None:
+        return nullcontext()
+    return _tracer().start_as_current_span(
+        f"echomq enqueue {task}",
+        kind=trace.SpanKind.PRODUCER,
+        attributes={
+            "messaging.system": "echomq",
+            "messaging.operation.type": "send",
+            "messaging.destination.name": queue,
+            "messaging.batch.message_count": count,
+            "echomq.task": task,
+        },
+    )
+
+
+def metadata() -> dict[str, str] | None:
+    """The current trace context as a job carries it; None outside any recorded trace."""
+    if propagate is None or not trace.get_current_span().get_span_context().is_valid:
+        return None
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return {k: v for k, v in carrier.items() if k in METADATA_KEYS} or None
+
+
+@contextmanager
+def execute_span(
+    task: str, queue: str, job_id: str, attempt: int, carried: Mapping[str, Any] | None
+) -> Iterator[Span]:
+    """The span of one run of a job, a child of the span that enqueued it (if any)."""
+    if trace is None:
+        yield Span()
+        return
+    strings = {
+        k: v for k, v in (carried or {}).items() if k in METADATA_KEYS and isinstance(v, str)
+    }
+    parent = propagate.extract(strings) if strings else None
+    with _tracer().start_as_current_span(
+        f"echomq execute {task}",
+        context=parent,
+        kind=trace.SpanKind.CONSUMER,
+        attributes={
+            "messaging.system": "echomq",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": queue,
+            "messaging.message.id": job_id,
+            "echomq.task": task,
+            "echomq.attempt": attempt,
+        },
+        record_exception=False,  # a task's exception is an outcome here, never raised
+        set_status_on_exception=False,
+    ) as span:
+        yield Span(span)

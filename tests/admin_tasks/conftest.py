@@ -1,0 +1,1 @@
+from tests.admin.conftest import jobs, superuser  # noqa: F401  (the admin's fixtures)

@@ -1,0 +1,1 @@
+from tests.django.conftest import echomq, jobs  # noqa: F401  (the Django layer's fixtures)
