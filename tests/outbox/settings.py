@@ -15,7 +15,7 @@ ROOT_URLCONF = "tests.outbox.urls"
 TASKS = {
     "default": {
         "BACKEND": "echomq_django.backends.EchoMQBackend",
-        "QUEUES": ["default"],
+        "QUEUES": ["default", "emails", "slow"],  # the installed demo app's tasks use them
         "OPTIONS": {
             "ENQUEUE_ON_COMMIT": "outbox",
             "TASK_MODULES": ["tests.outbox.tasks"],
