@@ -115,9 +115,12 @@ TASKS = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    # One timestamp format for Django's lines (runserver) and EchoMQ's.
+    "formatters": {"echomq": {"()": "echomq_django.logs.TextFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "echomq"}},
     "loggers": {
         "echomq": {"handlers": ["console"], "level": env("ECHOMQ_LOG_LEVEL", default="INFO")},
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
         # The worker logs one line per job; Django's own INFO lines for the task_started and
         # task_finished signals (shown when DEBUG is on) would add two more. Failures still show.
         "django.tasks": {"level": "WARNING"},

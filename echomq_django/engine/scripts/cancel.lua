@@ -30,6 +30,6 @@ redis.call('ZREM', KEYS[1], id)
 redis.call('ZREM', KEYS[2], id)
 append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.Cancelled",'
   .. '"traceback":"Cancelled: ' .. ARGV[2] .. '"}', 'Cancelled: ' .. ARGV[2])
-to_dead(jk, id, KEYS[3], KEYS[4])
+to_dead(jk, id, KEYS[3], KEYS[4], true)
 redis.call('HINCRBY', KEYS[4], 'cancelled', 1)
 return 'dead'

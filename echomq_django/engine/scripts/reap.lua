@@ -51,8 +51,8 @@ for _, id in ipairs(expired) do
     -- Counters are read, not HINCRBY'd: a corrupt one (not an integer) must not fail the
     -- script after this batch's first moves. It reads as 0.
     redis.call('HSET', jk, 'refunds', fmt((tonumber(row[6]) or 0) + 1))
-    local to = 'pending'
-    if row[9] and row[9] ~= '' then  -- cancelled while it ran, and its worker is gone
+    local to, cancelled = 'pending', row[9] and row[9] ~= ''
+    if cancelled then  -- cancelled while it ran, and its worker is gone
       append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.Cancelled",'
         .. '"traceback":"Cancelled: ' .. row[9] .. '"}', 'Cancelled: ' .. row[9])
       redis.call('HINCRBY', KEYS[5], 'cancelled', 1)
@@ -74,7 +74,7 @@ for _, id in ipairs(expired) do
       end
     end
     if to == 'dead' then
-      to_dead(jk, id, KEYS[3], KEYS[5])
+      to_dead(jk, id, KEYS[3], KEYS[5], cancelled)
       dead = dead + 1
     else
       to_pending(jk, id, KEYS[2], KEYS[4], false)

@@ -14,15 +14,18 @@ local function to_pending(jk, id, pending_key, seq_key, fresh)
   redis.call('HDEL', jk, 'worker', 'lease_deadline', 'due_ms')
 end
 
--- Into dead: kept until now + the row's dead_ttl_ms (the set's score).
-local function to_dead(jk, id, dead_key, metrics_key)
+-- Into dead: kept until now + the row's dead_ttl_ms (the set's score). `cancelled`: an
+-- operator's cancel, not a failure (the throughput chart counts failures only).
+local function to_dead(jk, id, dead_key, metrics_key, cancelled)
   local ttl = tonumber(redis.call('HGET', jk, 'dead_ttl_ms')) or 604800000
   redis.call('ZADD', dead_key, fmt(now_ms + ttl), id)
   redis.call('HSET', jk, 'state', 'dead', 'finished_at', fmt(now_us))
   redis.call('HDEL', jk, 'worker', 'lease_deadline', 'due_ms', 'cancel')
   release_idempotency(jk, id)
   redis.call('HINCRBY', metrics_key, 'dead', 1)
-  count_minute('failed')
+  if not cancelled then
+    count_minute('failed')
+  end
 end
 
 -- Wake one idle worker blocked on the queue's wake key (BZPOPMIN). The set
