@@ -31,6 +31,7 @@ suite on the cluster alone (other tests then use Valkey 8).
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -39,6 +40,15 @@ import redis
 
 from echomq_django.embedded import EmbeddedCluster, EmbeddedServer, ServerBinaryNotFound
 from tests import servers
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Started in the background (``nohup``, ``cmd &`` in a script, some CI runners), the
+    suite inherits SIGINT ignored, and so would every process it starts: a Ctrl-C test
+    could never stop its child. Give SIGINT its default here, so children start with it."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 _KIND_IDS = {"valkey": "valkey8", "redis": "redis7", "cluster": "cluster"}
 _WANTED = [
