@@ -27,7 +27,9 @@ MAX_GATES = 4  # a task's rate limit and cap, the queue's rate limit: 3; one spa
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _RATE = re.compile(r"^\s*(\d{1,9})\s*/\s*(\d{0,6})\s*(ms|s|m|h|d)\s*(?:burst\s+(\d{1,9}))?\s*$")
 _SCOPE = re.compile(r"^[^\s/#]{1,400}$")
-_GATE = re.compile(r"^(rate|conc):([^\s/]{1,480})/(\d{1,9})(?:/(\d{1,12})/(\d{1,9}))?$")
+_GATE = re.compile(
+    r"^(?:rate:[^\s/]{1,480}/(\d{1,9})/(\d{1,12})/(\d{1,9})|conc:[^\s/]{1,480}/(\d{1,9}))$"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +118,9 @@ class GateState:
         match = _GATE.match(self.spec)
         if not match:
             return self.spec
-        kind, _, n, per, burst = match.groups()
-        if kind == "conc":
-            return f"at most {n} at once"
+        n, per, burst, cap = match.groups()
+        if cap is not None:
+            return f"at most {cap} at once"
         return f"{n} per {_period(int(per))}, burst {burst}"
 
 

@@ -1,10 +1,22 @@
-"""Flow-control fixtures: the engine on the session Valkey, and worker processes.
+"""Flow-control fixtures: the engine on the suite's servers, worker processes, Django.
 
-``spawn``, ``valkey_url`` and ``valkey_jobs`` are the worker tests' own (tests/worker/conftest.py).
+``spawn``, ``valkey_url`` and ``valkey_jobs`` are the worker tests' (tests/worker/conftest.py),
+``echomq`` the Django tests' (tests/django/conftest.py).
 """
 
 from __future__ import annotations
 
-from tests.worker.conftest import spawn, valkey_jobs, valkey_url, wait_until
+from collections.abc import Iterator
 
-__all__ = ["spawn", "valkey_jobs", "valkey_url", "wait_until"]
+import pytest
+
+from echomq_django.engine.jobs import Jobs
+from tests.django.conftest import echomq
+from tests.worker.conftest import spawn, valkey_jobs, valkey_url
+
+__all__ = ["echomq", "spawn", "valkey_jobs", "valkey_url"]
+
+
+@pytest.fixture
+def jobs(connector) -> Iterator[Jobs]:
+    yield Jobs(connector)
