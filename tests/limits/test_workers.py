@@ -65,7 +65,10 @@ def test_a_cap_of_two_holds_while_workers_are_killed(valkey_jobs, valkey_url, sp
     ]
     for victim in workers[:2]:
         wait_until(
-            lambda: any(e["pid"] == victim.pid and e["event"] == "tick" for e in events(log)), 20
+            lambda pid=victim.pid: any(
+                e["pid"] == pid and e["event"] == "tick" for e in events(log)
+            ),
+            20,
         )
         victim.kill()
         spawn("worker", valkey_url, Q, "--concurrency", "8")
