@@ -44,6 +44,7 @@ from echomq_django.engine import script
 from echomq_django.engine.errors import EchoMQError, ServerUnavailable
 from echomq_django.engine.jobs import SWEEP_LIMIT, Job, QueueStats, Sweep
 from echomq_django.engine.keyspace import STATES, validate_job_id
+from echomq_django.engine.limits import GateState
 from echomq_django.engine.registry import WorkerInfo, list_workers
 from echomq_django.management import count_arg, printable, queue_arg, seconds_arg
 from echomq_django.metrics import COUNTERS, known_queues, queue_stats
@@ -175,12 +176,22 @@ class Command(BaseCommand):
         def snapshot() -> list[QueueStats]:  # known queues are read again on every refresh
             return queue_stats(jobs, list(queues) or known_queues(jobs))
 
-        def view() -> Group:  # the queues, then the outbox backlog when a task uses one
+        def view() -> Group:  # the queues, their limits, the outbox backlog when a task uses one
             backlog = [outbox.backlog().describe()] if outbox.enabled() else []
-            return Group(stats_view(snapshot(), watch), *backlog)
+            stats = snapshot()
+            limits = limits_view({s.queue: jobs.limits(s.queue) for s in stats})
+            return Group(stats_view(stats, watch), *limits, *backlog)
 
         if as_json:
-            self.emit_json([dataclasses.asdict(s) for s in snapshot()])
+            self.emit_json(
+                [
+                    {
+                        **dataclasses.asdict(s),
+                        "limits": [dataclasses.asdict(g) for g in jobs.limits(s.queue)],
+                    }
+                    for s in snapshot()
+                ]
+            )
         elif watch:
             self.watch(view, watch)
         else:
@@ -363,6 +374,21 @@ def stats_view(stats: Sequence[QueueStats], every: float | None = None) -> Group
         totals = (sum(s.metrics.get(f, 0) for f in fields) for _, _, fields in COUNTERS)
         events.add_row(s.queue, *map(str, totals))
     return Group(now, events)
+
+
+def limits_view(limits: dict[str, list[GateState]]) -> list[Table]:
+    """One row per limit of each queue (none: no table): tokens or running, and waiting."""
+    rows = [(queue, gate) for queue, gates in limits.items() for gate in gates]
+    if not rows:
+        return []
+    table = Table(title="Limits (held-back jobs stay pending, counted here, not above)")
+    for name, justify in (("queue", "left"), ("limit", "left"), ("rule", "left"),
+                          ("tokens / running", "right"), ("waiting", "right")):  # fmt: skip
+        table.add_column(name, justify=justify)
+    for queue, gate in rows:
+        level = f"{gate.level:.1f} tokens" if gate.kind == "rate" else f"{gate.level:.0f} running"
+        table.add_row(queue, gate.name, gate.describe, level, str(gate.waiting))
+    return [table]
 
 
 def _when_us(value: int | None) -> str:
