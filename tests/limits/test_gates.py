@@ -13,6 +13,8 @@ from echomq_django.engine.errors import InvalidJobOptions
 from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.limits import RateLimit, concurrency_gate, validate_limits
+from echomq_django.engine.scheduler import Scheduler
+from echomq_django.engine.schedules import Schedule
 
 Q = "q"
 ERROR = '{"exception_class_path": "builtins.ValueError", "traceback": "boom"}'
@@ -111,3 +113,13 @@ def test_bad_limits_are_refused_before_anything_is_sent(jobs):
     with pytest.raises(InvalidJobOptions):
         concurrency_gate("t.x", 1, "\udcff")
     assert jobs.stats(Q).counts["pending"] == 0
+
+
+def test_a_schedules_jobs_carry_their_tasks_limits(jobs):
+    cap = concurrency_gate("t.limited", 1)
+    job = NewJob(payload="{}", task="t.limited", limits=cap)
+    scheduler = Scheduler(jobs)
+    scheduler.sync([Schedule(name="beat", queue=Q, job=job, every_ms=60_000)])
+    fired = [scheduler.run_now(Q, "beat") for _ in range(2)]
+    assert [jobs.get(Q, i).limits for i in fired] == [cap, cap]
+    assert len(jobs.claim(Q, "w1", count=10).jobs) == 1  # the cap holds for them too
