@@ -123,3 +123,26 @@ def test_a_schedules_jobs_carry_their_tasks_limits(jobs):
     fired = [scheduler.run_now(Q, "beat") for _ in range(2)]
     assert [jobs.get(Q, i).limits for i in fired] == [cap, cap]
     assert len(jobs.claim(Q, "w1", count=10).jobs) == 1  # the cap holds for them too
+
+
+def test_debounce_takes_a_held_back_job_off_its_limits_line(jobs):
+    rate = RateLimit.parse("1/m").gate("t.limited")
+    first, held = limited(jobs, 2, rate)  # both limited; the second will be held back
+    jobs.enqueue(Q, NewJob(payload="{}", task="t.limited", limits=rate, idempotency_key="k"))
+    assert [c.id for c in jobs.claim(Q, "w1", count=10).jobs] == [first]  # the token
+    assert jobs.limits(Q)[0].waiting == 2 and jobs.get(Q, held).state == "pending"
+    again = jobs.enqueue(
+        Q, NewJob(payload='{"v": 2}', task="t.limited", idempotency_key="k", debounce_ms=60_000)
+    )
+    assert (again.created, again.debounced, again.state) == (False, True, "scheduled")
+    row = jobs.get(Q, again.id)
+    assert (row.payload, row.limits, row.state) == ('{"v": 2}', "", "scheduled")
+    assert jobs.limits(Q)[0].waiting == 1  # only `held` waits on the limit now
+
+
+def test_throttle_and_debounce_are_refused_without_a_key_or_together(jobs):
+    for fields in [{"throttle_ms": 1000}, {"debounce_ms": 1000},
+                   {"throttle_ms": 1, "debounce_ms": 1, "idempotency_key": "k"}]:  # fmt: skip
+        with pytest.raises(InvalidJobOptions):
+            jobs.enqueue(Q, NewJob(payload="{}", **fields))
+    assert jobs.stats(Q).metrics.get("enqueued", 0) == 0

@@ -13,7 +13,7 @@
 -- (0 = no time limit of its own), limits (its gates, includes/limits.lua; '' none),
 -- and its key's variant: '' (unique until finished), 't<ms>' (throttle: one job per
 -- key per window, whatever its state) or 'd<ms>' (debounce: run ms after the last
--- enqueue, with the last enqueue's payload).
+-- enqueue, or at due_ms if later, with the last enqueue's payload).
 --
 -- Reply: one entry per job, in order: {id, state, created, enqueued_at} where created
 -- is 1 (stored), 0 when the key is held (until finished: by a job still pending,
@@ -56,7 +56,7 @@ end
 -- Debounce: the key's pending or scheduled job takes the new payload and waits again.
 local function debounce(holder, a, delay)
   local jk = row_key(holder)
-  local due = now_ms + delay
+  local due = math.max(now_ms + delay, tonumber(ARGV[a + 7]) or 0)
   redis.call('ZREM', KEYS[1], holder)
   gate_unhold(jk, holder)
   redis.call('ZADD', KEYS[2], fmt(due), holder)
