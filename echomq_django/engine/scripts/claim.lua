@@ -90,8 +90,14 @@ local function put_back(from)
   end
 end
 
--- Claim the popped jobs in order; false: stop here (a solo job ends the claim).
-local function claim_popped()
+-- Claim the popped jobs in order (inline, not a function: the loop's counters stay
+-- registers, and this is every job's path). Jobs parked on a gate leave room in the
+-- batch: pop again behind them (bounded). A solo job ends the claim (`stop`).
+local pops, any, stop = 0, false, false
+repeat
+  local before = parked
+  popped = redis.call('ZPOPMIN', KEYS[1], count - claimed)
+  pops, any = pops + 1, any or #popped > 0
   for i = 1, #popped, 2 do
     local id = popped[i]
     local jk = row_key(id)
@@ -109,7 +115,8 @@ local function claim_popped()
     elseif row[at.solo] == '1' and claimed > 0 then
       -- It and the rest go back, in their order: it goes alone, in a claim of its own.
       put_back(i)
-      return false
+      stop = true
+      break
     elseif refused then
       gate_hold(jk, id, popped[i + 1], refused, due)
       gated, parked = true, parked + 1
@@ -137,29 +144,23 @@ local function claim_popped()
         redis.call('HSET', jk, 'id', id, 'state', 'active', 'worker', worker,
           'lease_deadline', fmt(deadline))
         redis.call('ZADD', KEYS[3], fmt(deadline), id)
-        for _, g in ipairs(gates or {}) do
-          gate_take(g, id, deadline)
+        if gates then
+          for _, g in ipairs(gates) do
+            gate_take(g, id, deadline)
+          end
         end
         reply[#reply + 1] = row
         leased[#leased + 1] = id .. ':' .. fmt(token)
         claimed = claimed + 1
         if row[at.solo] == '1' then
           put_back(i + 2)
-          return false
+          stop = true
+          break
         end
       end
     end
   end
-  return true
-end
-
--- Jobs parked on a gate leave room in the batch: pop again behind them (bounded).
-local pops, any = 0, false
-repeat
-  local before = parked
-  popped = redis.call('ZPOPMIN', KEYS[1], count - claimed)
-  pops, any = pops + 1, any or #popped > 0
-until #popped == 0 or not claim_popped() or parked == before or claimed >= count or pops == 4
+until stop or #popped == 0 or parked == before or claimed >= count or pops == 4
 if claimed > 0 then
   redis.call('HINCRBY', KEYS[5], 'claimed', claimed)
   redis.call('SET', KEYS[8], table.concat(leased, ' '), 'PX', default_lease)

@@ -23,6 +23,9 @@ local function store_job(jk, id, seq, pending_key, scheduled_key, payload, task,
     'attempts', 0, 'refunds', 0, 'max_attempts', max_attempts, 'lease_ms', lease_ms,
     'enqueued_at', fmt(now_us), 'run_after', run_after,
     'result_ttl_ms', result_ttl_ms, 'dead_ttl_ms', dead_ttl_ms, 'idem', digest,
-    'timeout_ms', timeout_ms or '0', 'limits', limits or '', 'state', state, place, fmt(at))
+    'timeout_ms', timeout_ms or '0', 'state', state, place, fmt(at))
+  if limits and limits ~= '' then  -- only a limited job's row has the field
+    redis.call('HSET', jk, 'limits', limits)
+  end
   return state
 end
