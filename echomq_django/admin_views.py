@@ -382,6 +382,7 @@ class EchoMQAdmin:
             queue=queue,
             state=state,
             tabs=self.summary(queue, stats.counts, ()).counts,
+            limits=jobs.limits(queue),  # rate limits and caps: tokens / running, waiting
             rows=[ListedJob.from_fields(e.id, e.fields) for e in page.entries],
             total=page.total,
             page_number=number,

@@ -57,8 +57,10 @@ from .compat import (
 )
 from .engine.connector import translate_error
 from .engine.errors import InvalidJobId
-from .engine.jobs import Job, NewJob
+from .engine.jobs import DEFAULT_RESULT_TTL_MS, Job, NewJob
 from .engine.keyspace import QueueKeys, validate_job_id, validate_queue_name
+from .engine.limits import RateLimit
+from .flow import TaskFlow, queue_rate_limits
 from .options import DEFAULT_MAX_ATTEMPTS, JOB_OPTIONS, EchoMQTask, JobOptions
 from .payload import (
     Payload,
@@ -74,7 +76,7 @@ __all__ = ["EchoMQBackend", "EchoMQTask"]
 K = TypeVar("K")
 V = TypeVar("V")
 
-OTHER_OPTIONS = ("ENQUEUE_ON_COMMIT", "TASK_MODULES")
+OTHER_OPTIONS = ("ENQUEUE_ON_COMMIT", "TASK_MODULES", "RATE_LIMITS")
 OPTIONS_MEMO_SIZE = 1024  # Tasks remembered per backend (options, and that they are valid)
 # Every key TASKS OPTIONS may hold: others are the system check error echomq.E004.
 KNOWN_OPTIONS = frozenset({o.upper() for o in JOB_OPTIONS} | set(OTHER_OPTIONS))
@@ -97,12 +99,15 @@ class EchoMQBackend(BaseTaskBackend):
         # check` itself: the problems are reported by check() and raised on enqueue.
         self.problems = self.configuration_problems()
         self._options: dict[Task, JobOptions] = {}
+        self._flows: dict[Task, TaskFlow] = {}
+        self.queue_rates: dict[str, RateLimit] = {}
         self._valid: dict[tuple[Task, bool], bool] = {}
         self.job_options = JobOptions(max_attempts=DEFAULT_MAX_ATTEMPTS)
         if not self.problems:
             self.job_options = JobOptions.parse(
                 {name: self.options.get(name.upper()) for name in JOB_OPTIONS}
             ).over(self.job_options)
+            self.queue_rates = queue_rate_limits(self.options.get("RATE_LIMITS"))
 
     def configuration_problems(self) -> list[checks.Error]:
         """What is wrong with this TASKS entry, as system-check errors."""
@@ -142,6 +147,10 @@ class EchoMQBackend(BaseTaskBackend):
                     id="echomq.E006",
                 )
             )
+        try:
+            queue_rate_limits(self.options.get("RATE_LIMITS"))
+        except ValueError as exc:
+            problems.append(checks.Error(f"{where}['OPTIONS']: {exc}.", id="echomq.E006"))
         return problems
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
@@ -196,6 +205,14 @@ class EchoMQBackend(BaseTaskBackend):
         if options is None:
             options = remember(self._options, task, self.parse_options(task))
         return options
+
+    def flow_for(self, task: Task) -> TaskFlow:
+        """The task's limits and key variant, remembered per Task like its options."""
+        try:
+            flow = self._flows.get(task)
+        except TypeError:
+            return TaskFlow.of(task)
+        return flow if flow is not None else remember(self._flows, task, TaskFlow.of(task))
 
     def parse_options(self, task: Task) -> JobOptions:
         mine = JobOptions.parse({name: getattr(task, name, None) for name in JOB_OPTIONS})
@@ -281,6 +298,11 @@ class EchoMQBackend(BaseTaskBackend):
             metadata=tracing.metadata(),
         )
         run_after: datetime | None = task.run_after
+        flow = self.flow_for(task)
+        row_fields = self.options_for(task).new_job_fields()
+        if flow.throttle_ms:  # the window's job answers while its row exists: keep it as long
+            kept = row_fields.get("result_ttl_ms", DEFAULT_RESULT_TTL_MS)
+            row_fields["result_ttl_ms"] = max(kept, flow.throttle_ms)
         return NewJob(
             payload=payload.dumps(),
             task=payload.task,
@@ -288,7 +310,10 @@ class EchoMQBackend(BaseTaskBackend):
             due_ms=due_ms(run_after),
             run_after=run_after.isoformat() if run_after is not None else "",
             idempotency_key=payload.idempotency_key,
-            **self.options_for(task).new_job_fields(),
+            limits=flow.limits(payload.task, self.queue_rates.get(task.queue_name), args, kwargs),
+            throttle_ms=flow.throttle_ms,
+            debounce_ms=flow.debounce_ms,
+            **row_fields,
         )
 
     def store(self, prepared: Sequence[tuple[NewJob, TaskResult]]) -> list[TaskResult]:

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from .engine.jobs import Job, QueueStats
 from .engine.keyspace import STATES
+from .engine.limits import GateState
 from .management import printable
 from .metrics import COUNTERS, event_totals
 
@@ -124,3 +125,18 @@ def ping_view(report: dict[str, Any]) -> Table:
     )
     table.add_row("script cache", cache)
     return table
+
+
+def limits_view(limits: dict[str, list[GateState]]) -> list[Table]:
+    """One row per limit of each queue (none: no table): tokens or running, and waiting."""
+    rows = [(queue, gate) for queue, gates in limits.items() for gate in gates]
+    if not rows:
+        return []
+    table = Table(title="Limits (held-back jobs stay pending, counted here, not above)")
+    for name, justify in (("queue", "left"), ("limit", "left"), ("rule", "left"),
+                          ("tokens / running", "right"), ("waiting", "right")):  # fmt: skip
+        table.add_column(name, justify=justify)
+    for queue, gate in rows:
+        level = f"{gate.level:.1f} tokens" if gate.kind == "rate" else f"{gate.level:.0f} running"
+        table.add_row(queue, gate.name, gate.describe, level, str(gate.waiting))
+    return [table]

@@ -12,8 +12,9 @@ Access: a request that carries ``Authorization: Bearer <token>`` where the token
 is ``settings.ECHOMQ["METRICS_TOKEN"]`` (what a Prometheus scrape job sends
 with ``authorization: {credentials: ...}``), or a logged-in active staff user
 holding ``echomq.view_queue`` (as the admin's pages). With no token configured,
-only those users can read it. Every scrape costs one
-read-only script call per queue plus one registry read: no scan of any set.
+only those users can read it. Every scrape costs two
+read-only script calls per queue (its counts, its limits) plus one registry read: no
+scan of any set.
 
 Families (all labelled by ``queue`` unless said otherwise)::
 
@@ -24,6 +25,9 @@ Families (all labelled by ``queue`` unless said otherwise)::
     echomq_retried_total               counter  failed attempts that were retried
     echomq_reaped_total                counter  expired leases taken back by a reaper
     echomq_dead_total                  counter  jobs moved to dead (failed, reaped past max, cancelled)
+    echomq_limit_tokens{queue,limit}   gauge    a rate limit's tokens available now
+    echomq_limit_running{queue,limit}  gauge    a concurrency cap's jobs leased now
+    echomq_limit_waiting{queue,limit}  gauge    jobs held back on a limit (still pending, in order)
     echomq_workers                     gauge    live workers in the registry (no label)
     echomq_queue_workers{queue}        gauge    live workers that consume the queue
     echomq_worker_slots                gauge    sum of the live workers' concurrency (no label)
@@ -51,6 +55,7 @@ from . import conf, outbox
 from .engine.errors import EchoMQError
 from .engine.jobs import Jobs, QueueStats
 from .engine.keyspace import STATES, validate_queue_name
+from .engine.limits import GateState
 from .engine.registry import WorkerInfo, list_workers
 from .engine.scheduler import Scheduler, StoredSchedule
 
@@ -157,6 +162,20 @@ def queue_families(stats: Sequence[QueueStats]) -> list[Family]:
     return families
 
 
+def limit_families(limits: dict[str, list[GateState]]) -> list[Family]:
+    """Per limit of each queue (``limit`` is its name, e.g. 'rate:app.tasks.sync')."""
+    tokens = Family("echomq_limit_tokens", "gauge", "A rate limit's tokens available now.")
+    running = Family("echomq_limit_running", "gauge", "A concurrency cap's jobs leased now.")
+    waiting = Family("echomq_limit_waiting", "gauge", "Jobs held back on a limit, still pending.")
+    for queue, gates in limits.items():
+        for gate in gates:
+            labels = {"queue": queue, "limit": gate.name}
+            level = tokens if gate.kind == "rate" else running
+            level.samples.append((labels, round(gate.level, 3)))
+            waiting.samples.append((labels, gate.waiting))
+    return [tokens, running, waiting]
+
+
 def worker_families(workers: Sequence[WorkerInfo], queues: Iterable[str]) -> list[Family]:
     per_queue = Family("echomq_queue_workers", "gauge", "Live workers that consume the queue.")
     per_queue.samples = [
@@ -206,6 +225,7 @@ def exposition(jobs: Jobs) -> str:
     """The whole text page for every known queue."""
     queues = known_queues(jobs)
     families = queue_families(queue_stats(jobs, queues))
+    families += limit_families({queue: jobs.limits(queue) for queue in queues})
     workers = list_workers(jobs.connector)
     families += worker_families(workers, {q for w in workers for q in w.queues} | set(queues))
     families += outbox_families()

@@ -8,7 +8,7 @@ the task's value winning. Retries are opt-in: ``MAX_ATTEMPTS`` is 1 unless set
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,6 +58,12 @@ class EchoMQTask(Task):
     dead_ttl: Duration | None = None
     enqueue_on_commit: bool | str | None = None  # True, False or "outbox"
     idempotency_key: str | None = None
+    # Flow control (echomq_django.flow): enforced by the claim across all workers.
+    rate_limit: str | None = None  # "10/s", "600/m", "100/15m", "20/s burst 5"
+    concurrency: int | None = None  # at most N running at once (per key with concurrency_key)
+    concurrency_key: Callable[..., str | int] | None = None  # of the task's arguments
+    unique_for: Duration | None = None  # throttle: one job per idempotency key per window
+    debounce: Duration | None = None  # the key's waiting job takes the new arguments, runs after
 
     def __post_init__(self) -> None:
         for name in ("retry_on", "no_retry_on"):  # a class or a list: a tuple (hashable)

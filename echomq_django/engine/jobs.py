@@ -37,6 +37,7 @@ from .keyspace import (
     validate_job_id,
     validate_worker_id,
 )
+from .limits import GateState, validate_limits
 
 T = TypeVar("T")
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
@@ -124,6 +125,12 @@ class NewJob:
     dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS
     idempotency_key: str | None = None
     timeout_ms: int = 0  # 0: no time limit of its own (the worker's cap may still apply)
+    limits: str = ""  # its flow-control gates (engine/limits.py); "": none
+    # The idempotency key's variant (at most one; both need a key): throttle, one job
+    # per key per window whatever its state; debounce, the key's waiting job takes
+    # this payload and runs this long after the last enqueue.
+    throttle_ms: int = 0
+    debounce_ms: int = 0
 
     def validate(self, max_payload: int = DEFAULT_MAX_PAYLOAD) -> NewJob:
         """Raise a typed error for any bad field; nothing has been sent yet."""
@@ -150,19 +157,35 @@ class NewJob:
             if not isinstance(key, str) or not 0 < len(key) <= 1000:
                 raise InvalidJobOptions("idempotency_key must be a non-empty string (≤ 1000 chars)")
             _utf8(key, "idempotency_key")
+        validate_limits(self.limits)
+        _int(self.throttle_ms, 0, MAX_DELAY_MS, "throttle_ms")
+        _int(self.debounce_ms, 0, MAX_DELAY_MS, "debounce_ms")
+        if (self.throttle_ms or self.debounce_ms) and self.idempotency_key is None:
+            raise InvalidJobOptions("throttle and debounce need an idempotency key")
+        if self.throttle_ms and self.debounce_ms:
+            raise InvalidJobOptions("a job is throttled or debounced, not both")
         return self
+
+    @property
+    def variant(self) -> str:
+        """The key's variant as enqueue.lua reads it."""
+        if self.throttle_ms:
+            return f"t{self.throttle_ms}"
+        return f"d{self.debounce_ms}" if self.debounce_ms else ""
 
 
 @dataclass(frozen=True, slots=True)
 class Enqueued:
     id: str
     state: str
-    created: bool  # False: an idempotency key matched a job still pending/scheduled/active
+    created: bool  # False: an idempotency key matched a job (see enqueue.lua)
     enqueued_at: int | None = None  # the row's enqueued_at (server µs)
+    debounced: bool = False  # the key's waiting job took this payload (created False)
 
     @classmethod
     def from_reply(cls, reply: Sequence[Any]) -> Enqueued:
-        return cls(reply[0], reply[1], bool(reply[2]), int(reply[3]) if reply[3] else None)
+        at = int(reply[3]) if reply[3] else None
+        return cls(reply[0], reply[1], reply[2] == 1, at, reply[2] == 2)
 
 
 @dataclass(slots=True)
@@ -202,6 +225,7 @@ class Job:
     crashes: int = 0  # times its worker died while it ran alone (reap.lua)
     solo: bool = False  # claimed and run alone: it was running when a worker died
     started: bool = False  # this lease's run may have begun (marked by claim or start)
+    limits: str = ""  # its flow-control gates (engine/limits.py)
 
     @property
     def token(self) -> int:
@@ -281,24 +305,25 @@ class Job:
             crashes=crashes or 0,
             solo=values[_SOLO] == "1",
             started=run is not None and run == attempts,
+            limits=values[_LIMITS] or "",
         )
 
 
 # A row's fields in the order the claim script returns them ('idem' holds the
 # idempotency key's digest; 'run' the token of the lease whose run began; 'solo'
-# marks a job that must run alone, see reap.lua).
+# marks a job that must run alone, see reap.lua; 'limits' its gates, see claim.lua).
 ROW_FIELDS = (
     "id", "state", "payload", "task", "run_after", "worker", "worker_ids", "errors",
-    "last_error", "result", "idem", "solo",
+    "last_error", "result", "idem", "solo", "limits",
     "priority", "attempts", "refunds", "max_attempts", "lease_ms", "enqueued_at", "started_at",
     "last_attempted_at", "finished_at", "due_ms", "lease_deadline", "result_ttl_ms",
     "timeout_ms", "crashes", "run",
 )  # fmt: skip
 (
     _ID, _STATE, _PAYLOAD, _TASK, _RUN_AFTER, _WORKER, _WORKER_IDS, _ERRORS,
-    _LAST_ERROR, _RESULT, _IDEM, _SOLO,
-) = range(12)  # fmt: skip
-_INT_FIELDS = ROW_FIELDS[12:]  # the integer fields, priority .. run (from_values unpacks them)
+    _LAST_ERROR, _RESULT, _IDEM, _SOLO, _LIMITS,
+) = range(13)  # fmt: skip
+_INT_FIELDS = ROW_FIELDS[13:]  # the integer fields, priority .. run (from_values unpacks them)
 assert _INT_FIELDS == (
     "priority", "attempts", "refunds", "max_attempts", "lease_ms", "enqueued_at", "started_at",
     "last_attempted_at", "finished_at", "due_ms", "lease_deadline", "result_ttl_ms",
@@ -310,7 +335,7 @@ _ATTEMPTS = ROW_FIELDS.index("attempts")
 def _ints(values: Sequence[str | None]) -> list[int | None]:
     """The integer fields (``_INT_FIELDS``, in order; None when absent or empty);
     ``CorruptRow`` names one that is not an integer."""
-    raw = values[12:]
+    raw = values[13:]
     try:
         return [int(v) if v else None for v in raw]
     except ValueError:
@@ -336,7 +361,7 @@ class Claimed:
 @dataclass(frozen=True, slots=True)
 class Claim:
     now_ms: int  # the server's clock at the claim
-    next_due_ms: int | None  # the earliest scheduled job still waiting, if any
+    next_due_ms: int | None  # the earliest scheduled job, or held-back gate, still waiting
     jobs: list[Claimed]
 
 
@@ -464,7 +489,7 @@ class Jobs:
             args += (
                 job.id, job.payload, job.task, job.priority, job.max_attempts, job.lease_ms,
                 job.due_ms, job.run_after, job.result_ttl_ms, job.dead_ttl_ms, idem_index,
-                job.timeout_ms,
+                job.timeout_ms, job.limits, job.variant,
             )  # fmt: skip
         key_list = [keys.pending, keys.scheduled, keys.seq, keys.metrics, keys.wake, *rows, *idem]
         return Call(script.load("enqueue"), key_list, args)
@@ -833,6 +858,17 @@ class Jobs:
         counts = dict(zip(STATES, (int(n) for n in reply[1:6])))
         metrics = {k: n for k, v in _pairs(reply[6]).items() if (n := _counter(v)) is not None}
         return QueueStats(queue, int(reply[0]), counts, metrics)
+
+    def limits(self, queue: str, most: int = 100) -> list[GateState]:
+        """The queue's rate limits and caps now (one read-only script): tokens or running
+        count, and the jobs held back on each. Keyed caps are listed while in use."""
+        _int(most, 1, 1000, "most")
+        reply = self.connector.run(script.load("limit_stats"), [QueueKeys.of(queue).limits], [most])
+        gates = []
+        for name, spec, level, waiting in reply:
+            kind, _, scope = name.partition(":")
+            gates.append(GateState(name, spec, kind, scope, float(level), int(waiting)))
+        return sorted(gates, key=lambda gate: gate.name)
 
     def throughput(self, queue: str, minutes: int = 60) -> list[tuple[int, int, int]]:
         """(unix minute, completed, failed) for the last ``minutes`` minutes, oldest first.

@@ -176,6 +176,11 @@ class QueueKeys:
         """HASH of one schedule: its definition (as synced from code) and its fire record."""
         return self.base + "schedule:" + validate_schedule_name(name)
 
+    @property
+    def limits(self) -> str:
+        """HASH of the queue's flow-control gates: name -> spec (engine/limits.py)."""
+        return self.base + "limits"
+
     def idempotency(self, digest: str) -> str:
         """Key that maps an idempotency key's digest to the job holding it."""
         return self.base + "idem:" + digest

@@ -54,6 +54,7 @@ MAX_EVERY_MS = 366 * 24 * 3600 * 1000
 DEFINITION_FIELDS = (
     "cron", "every_ms", "timezone", "catch_up", "overlap", "grace_ms",
     "task", "payload", "priority", "max_attempts", "lease_ms", "result_ttl_ms", "dead_ttl_ms",
+    "limits",
 )  # fmt: skip
 
 
@@ -227,7 +228,7 @@ class Schedule:
         values = (
             self.cron, self.every_ms, self.timezone, self.catch_up, self.overlap, self.grace_ms,
             job.task, job.payload, job.priority, job.max_attempts, job.lease_ms,
-            job.result_ttl_ms, job.dead_ttl_ms,
+            job.result_ttl_ms, job.dead_ttl_ms, job.limits,
         )  # fmt: skip
         return {name: str(value) for name, value in zip(DEFINITION_FIELDS, values, strict=True)}
 

@@ -15,6 +15,7 @@
 -- Error: EMQNOTFOUND (no row), EMQSTATE (finished already).
 -- @include "common"
 -- @include "moves"
+-- @include "limits"
 
 local id, jk = ARGV[1], KEYS[5]
 local state = redis.call('HGET', jk, 'state')
@@ -28,6 +29,7 @@ if state == 'active' then
 end
 redis.call('ZREM', KEYS[1], id)
 redis.call('ZREM', KEYS[2], id)
+gate_unhold(jk, id)
 append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.Cancelled",'
   .. '"traceback":"Cancelled: ' .. ARGV[2] .. '"}', 'Cancelled: ' .. ARGV[2])
 to_dead(jk, id, KEYS[3], KEYS[4], true)

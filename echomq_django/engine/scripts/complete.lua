@@ -16,11 +16,12 @@
 -- The row is kept until finished + result_ttl_ms: that is its score in completed.
 -- @include "common"
 -- @include "moves"
+-- @include "limits"
 
 local reply, done = {}, 0
 for i = 1, #KEYS - 3 do
   local jk, id, token = KEYS[3 + i], ARGV[4 * i - 3], ARGV[4 * i - 2]
-  local stale, row = fence(jk, token, 'complete', 'result_ttl_ms', 'idem', 'started_at')
+  local stale, row = fence(jk, token, 'complete', 'result_ttl_ms', 'idem', 'started_at', 'limits')
   if stale then
     local was = redis.pcall('HMGET', jk, 'state', 'attempts', 'finished_at')
     if not was.err and was[1] == 'completed' and was[2] == token and was[3] then
@@ -46,6 +47,7 @@ for i = 1, #KEYS - 3 do
     end
     redis.call('HDEL', jk, 'worker', 'lease_deadline')
     release_idempotency(jk, id, row[4] or '')
+    gates_free(id, row[6])
     reply[i] = fmt(now_us)
     done = done + 1
   end

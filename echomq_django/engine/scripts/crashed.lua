@@ -16,12 +16,14 @@
 -- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.
 -- @include "common"
 -- @include "moves"
+-- @include "limits"
 
 local id, jk, budget = ARGV[1], KEYS[7], tonumber(ARGV[3])
-local stale, row = fence(jk, ARGV[2], 'crashed', 'refunds', 'crashes', 'worker')
+local stale, row = fence(jk, ARGV[2], 'crashed', 'refunds', 'crashes', 'worker', 'limits')
 if stale then return stale end
 
 redis.call('ZREM', KEYS[1], id)
+gates_free(id, row[6])
 stamp_run(jk, ARGV[5])
 local crashes = math.floor(tonumber(row[4]) or 0) + 1
 redis.call('HSET', jk, 'refunds', fmt((tonumber(row[3]) or 0) + 1), 'crashes', fmt(crashes), 'solo', '1')

@@ -12,6 +12,7 @@
 -- ('no state', or the key's type: 'string', 'list'...). Error: EMQNOTFOUND.
 -- @include "common"
 -- @include "moves"
+-- @include "limits"
 
 local id, jk = ARGV[1], KEYS[7]
 local kind = redis.call('TYPE', jk)['ok']
@@ -20,6 +21,8 @@ local state = kind
 if kind == 'hash' then
   state = redis.call('HGET', jk, 'state') or 'no state'
   release_idempotency(jk, id)
+  gate_unhold(jk, id)
+  if state == 'active' then gates_free(id, redis.call('HGET', jk, 'limits')) end
 end
 for i = 1, 5 do
   redis.call('ZREM', KEYS[i], id)

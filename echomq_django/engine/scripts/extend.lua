@@ -17,9 +17,10 @@
 -- only overwrites a score and a field of the same size: it never grows memory.
 -- @include "common"
 -- @include "moves"
+-- @include "limits"
 
 local id, jk = ARGV[1], KEYS[2]
-local stale, row = fence(jk, ARGV[2], 'extend', 'cancel')
+local stale, row = fence(jk, ARGV[2], 'extend', 'cancel', 'limits')
 if stale then return stale end
 if row[3] and row[3] ~= '' then  -- an operator cancelled it: the holder must stop it
   return redis.error_reply('EMQCANCEL ' .. row[3])
@@ -28,5 +29,6 @@ end
 local deadline = now_ms + tonumber(ARGV[3])
 redis.call('ZADD', KEYS[1], 'XX', fmt(deadline), id)
 redis.call('HSET', jk, 'lease_deadline', fmt(deadline))
+gates_extend(id, row[4], deadline)
 stamp_run(jk, ARGV[4])
 return deadline

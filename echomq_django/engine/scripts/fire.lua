@@ -40,7 +40,7 @@ if fence > now_ms or (n > 0 and tonumber(ARGV[#ARGV]) > now_ms) then
 end
 local def = is_row(KEYS[7]) and redis.call('HMGET', KEYS[7], 'payload', 'task', 'priority',
   'max_attempts', 'lease_ms', 'result_ttl_ms', 'dead_ttl_ms', 'overlap', 'last_job', 'paused',
-  'orphaned')
+  'orphaned', 'limits')
 if not def or not def[7] then
   return redis.error_reply('EMQSTATE schedule ' .. name .. ' has no whole definition')
 end
@@ -73,7 +73,7 @@ if outcome == 'fired' and n > 0 then
     seq = seq + 1
     if redis.call('EXISTS', jk) == 0 then
       store_job(jk, id, seq, KEYS[1], KEYS[2], def[1], def[2], def[3], def[4], def[5], 0, '',
-        def[6], def[7], '')
+        def[6], def[7], '', nil, def[12])
       ids[#ids + 1] = id
     end
   end

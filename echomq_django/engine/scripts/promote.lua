@@ -8,10 +8,13 @@
 -- Reply: {promoted, more (1/0)}
 -- @include "common"
 -- @include "moves"
+-- @include "limits"
 
 local limit = tonumber(ARGV[1])
 local promoted = promote_due(KEYS[2], KEYS[1], KEYS[3], limit)
-if promoted > 0 then
+-- A gate that may admit again wakes a worker too (its alarm at the gate's time).
+local gate = gates_next()
+if promoted > 0 or (gate and gate <= now_ms) then
   wake(KEYS[4])
 end
 local more = 0

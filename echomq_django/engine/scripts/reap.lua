@@ -33,6 +33,7 @@
 -- dropped from active: no command can fail on it after the batch's first moves.
 -- @include "common"
 -- @include "moves"
+-- @include "limits"
 
 local limit, budget = tonumber(ARGV[1]), tonumber(ARGV[2])
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', fmt(now_ms), 'LIMIT', 0, limit)
@@ -43,11 +44,12 @@ for _, id in ipairs(expired) do
   local row = {}
   if is_row(jk) then
     row = redis.call('HMGET', jk, 'state', 'worker', 'attempts', 'run', 'solo', 'refunds',
-      'crashes', 'isolated', 'cancel')
+      'crashes', 'isolated', 'cancel', 'limits')
   end
   if row[1] ~= 'active' then
     dangling = dangling + 1
   else
+    gates_free(id, row[10])
     -- Counters are read, not HINCRBY'd: a corrupt one (not an integer) must not fail the
     -- script after this batch's first moves. It reads as 0.
     redis.call('HSET', jk, 'refunds', fmt((tonumber(row[6]) or 0) + 1))

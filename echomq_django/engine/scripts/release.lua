@@ -11,12 +11,14 @@
 -- Reply: 1. Error: EMQSTALE when the caller no longer holds the lease.
 -- @include "common"
 -- @include "moves"
+-- @include "limits"
 
 local id, jk = ARGV[1], KEYS[6]
-local stale = fence(jk, ARGV[2], 'release')
+local stale, row = fence(jk, ARGV[2], 'release', 'limits')
 if stale then return stale end
 
 redis.call('ZREM', KEYS[1], id)
+gates_free(id, row[3])
 redis.call('HINCRBY', jk, 'refunds', 1)
 if ARGV[3] == '1' then
   redis.call('HSET', jk, 'solo', '1')

@@ -16,12 +16,14 @@
 -- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.
 -- @include "common"
 -- @include "moves"
+-- @include "limits"
 
 local id, jk = ARGV[1], KEYS[8]
-local stale = fence(jk, ARGV[2], 'retry')
+local stale, row = fence(jk, ARGV[2], 'retry', 'limits')
 if stale then return stale end
 
 redis.call('ZREM', KEYS[1], id)  -- first: see complete.lua (a full server)
+gates_free(id, row[3])
 stamp_run(jk, ARGV[7])
 append_error(jk, ARGV[3], ARGV[4])
 local used, max = used_attempts(jk)

@@ -19,7 +19,7 @@ if not is_row(KEYS[6]) then
   return redis.error_reply('EMQNOTFOUND schedule ' .. name)
 end
 local def = redis.call('HMGET', KEYS[6], 'payload', 'task', 'priority', 'max_attempts',
-  'lease_ms', 'result_ttl_ms', 'dead_ttl_ms', 'orphaned')
+  'lease_ms', 'result_ttl_ms', 'dead_ttl_ms', 'orphaned', 'limits')
 if def[8] == '1' then
   return redis.error_reply('EMQSTATE schedule ' .. name .. ' is orphaned: it is no longer declared')
 end
@@ -30,7 +30,7 @@ if redis.call('EXISTS', KEYS[7]) == 1 then
   return redis.error_reply('EMQEXISTS job ' .. id .. ' exists already')
 end
 local state = store_job(KEYS[7], id, redis.call('INCR', KEYS[3]), KEYS[1], KEYS[2], def[1],
-  def[2], def[3], def[4], def[5], 0, '', def[6], def[7], '')
+  def[2], def[3], def[4], def[5], 0, '', def[6], def[7], '', nil, def[9])
 redis.call('HSET', KEYS[6], 'last_job', id)
 wake(KEYS[5])
 redis.call('HINCRBY', KEYS[4], 'enqueued', 1)

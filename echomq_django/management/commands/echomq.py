@@ -40,7 +40,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from echomq_django import conf, job_cli, outbox, schedule_cli
 from echomq_django.checks import primaries
-from echomq_django.cli_views import job_errors, job_tracebacks, job_view, ping_view, stats_view
+from echomq_django.cli_views import (
+    job_errors,
+    job_tracebacks,
+    job_view,
+    limits_view,
+    ping_view,
+    stats_view,
+)
 from echomq_django.engine import script
 from echomq_django.engine.errors import EchoMQError, ServerUnavailable
 from echomq_django.engine.jobs import SWEEP_LIMIT, QueueStats, Sweep
@@ -177,14 +184,23 @@ class Command(BaseCommand):
         def snapshot() -> list[QueueStats]:  # known queues are read again on every refresh
             return queue_stats(jobs, list(queues) or known_queues(jobs))
 
-        def view() -> Group:  # the queues, then the outbox backlog when a task uses one
+        def view() -> Group:  # the queues, their limits, the outbox backlog when a task uses one
             backlog = [outbox.backlog().describe()] if outbox.enabled() else []
-            return Group(stats_view(snapshot(), watch), *backlog)
+            stats = snapshot()
+            limits = limits_view({s.queue: jobs.limits(s.queue) for s in stats})
+            return Group(stats_view(stats, watch), *limits, *backlog)
 
         if as_json:
             # "events": the table's event columns (failed, ...), derived from "metrics"
             self.emit_json(
-                [{**dataclasses.asdict(s), "events": event_totals(s)} for s in snapshot()]
+                [
+                    {
+                        **dataclasses.asdict(s),
+                        "events": event_totals(s),
+                        "limits": [dataclasses.asdict(g) for g in jobs.limits(s.queue)],
+                    }
+                    for s in snapshot()
+                ]
             )
         elif watch:
             self.watch(view, watch)

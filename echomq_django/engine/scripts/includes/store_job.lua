@@ -4,12 +4,13 @@
 --
 -- `seq`: the job's sequence number (the caller took it with INCRBY); `due`: absolute
 -- Unix ms, 0 or past for now; `digest`: the idempotency key's digest ('' for none);
--- `timeout_ms`: the job's own time limit (nil or 0: none).
+-- `timeout_ms`: the job's own time limit (nil or 0: none); `limits`: its flow-control
+-- gates (includes/limits.lua; nil or '': none).
 -- The caller checked that no row exists at `jk`, and counts and wakes once per call.
 -- Returns the state the job is stored in: 'pending' or 'scheduled'.
 local function store_job(jk, id, seq, pending_key, scheduled_key, payload, task, priority,
                          max_attempts, lease_ms, due, run_after, result_ttl_ms, dead_ttl_ms, digest,
-                         timeout_ms)
+                         timeout_ms, limits)
   local state, place, at = 'pending', 'seq', seq
   if due > now_ms then
     state, place, at = 'scheduled', 'due_ms', due
@@ -23,5 +24,8 @@ local function store_job(jk, id, seq, pending_key, scheduled_key, payload, task,
     'enqueued_at', fmt(now_us), 'run_after', run_after,
     'result_ttl_ms', result_ttl_ms, 'dead_ttl_ms', dead_ttl_ms, 'idem', digest,
     'timeout_ms', timeout_ms or '0', 'state', state, place, fmt(at))
+  if limits and limits ~= '' then  -- only a limited job's row has the field
+    redis.call('HSET', jk, 'limits', limits)
+  end
   return state
 end

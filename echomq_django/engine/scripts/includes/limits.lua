@@ -1,0 +1,180 @@
+-- Flow control, inlined by `-- @include "limits"` (after "common" and "moves").
+--
+-- A row's `limits` field lists the gates its job must pass to be claimed, separated
+-- by spaces (engine/limits.py writes them; enqueue stores them, never a worker):
+--   rate:<scope>/<n>/<per_ms>/<burst>   at most n starts per per_ms on average, at
+--                                       most burst at once (GCRA on the server clock)
+--   conc:<scope>/<n>                    at most n leased at once
+-- The part before '/' is the gate's name. Every key below is built from `base`, so
+-- a limit lives in its queue's slot (declared keys, cluster-safe); a limit is per queue.
+--   emq:{q}:gate:<name>   rate: STRING, the theoretical arrival time (µs);
+--                         conc: ZSET, the leased job ids scored by lease deadline (ms):
+--                         a slot of a crashed worker frees itself when its lease ends
+--   emq:{q}:held:<name>   ZSET, the jobs waiting on this gate, by their pending score
+--                         (state 'pending', row field `held` = the name)
+--   emq:{q}:gates         ZSET, the names of gates with held jobs, scored by when the
+--                         gate may admit again (ms); 0: now (a slot was freed)
+--   emq:{q}:limits        HASH, name -> its spec as last claimed (for the gates' reads,
+--                         the admin and stats)
+local GATES, LIMITS, WAKE = base .. 'gates', base .. 'limits', base .. 'wake'
+
+local function gate_parse(spec)
+  local name, rest = string.match(spec, '^([^/]+)/(.*)$')
+  if not name then return nil end
+  local kind = string.sub(name, 1, 5)
+  local n, per, burst = string.match(rest, '^(%d+)/?(%d*)/?(%d*)$')
+  n = tonumber(n)
+  if not n or n < 1 then return nil end
+  if kind == 'rate:' then
+    per, burst = tonumber(per), tonumber(burst)
+    if not per or per < 1 or not burst or burst < 1 then return nil end
+    return {name = name, spec = spec, rate = true, interval = per * 1000 / n, burst = burst}
+  elseif kind == 'conc:' then
+    return {name = name, spec = spec, cap = n}
+  end
+end
+
+-- How many jobs the gate admits now, and (when none) the ms it next may.
+local function gate_room(g)
+  local key = base .. 'gate:' .. g.name
+  if g.rate then
+    local tat = tonumber(redis.pcall('GET', key)) or 0
+    if tat < now_us then tat = now_us end
+    local slack = (g.burst - 1) * g.interval - (tat - now_us)
+    if slack < -1 then  -- 1 µs of float tolerance
+      return 0, math.ceil((tat - (g.burst - 1) * g.interval) / 1000)
+    end
+    return math.floor((slack + 1) / g.interval) + 1, now_ms
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now_ms))  -- expired leases free their slots
+  local room = g.cap - redis.call('ZCARD', key)
+  if room > 0 then return room, now_ms end
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  return 0, (tonumber(first[2]) or now_ms) + 1
+end
+
+-- The job passes the gate: a token spent, or a slot held until `deadline`.
+local function gate_take(g, id, deadline)
+  local key = base .. 'gate:' .. g.name
+  if g.rate then
+    local tat = tonumber(redis.pcall('GET', key)) or 0
+    if tat < now_us then tat = now_us end
+    redis.call('SET', key, string.format('%.17g', tat + g.interval),
+      'PX', fmt(math.ceil(g.interval * g.burst / 1000) + 1000))
+  else
+    redis.call('ZADD', key, fmt(deadline), id)
+  end
+  redis.call('HSET', LIMITS, g.name, g.spec)
+end
+
+-- The gates of a row's `limits` (unparsable entries are skipped: enqueue validated them).
+local function gates_of(limits)
+  local out = {}
+  for spec in string.gmatch(limits, '%S+') do
+    local g = gate_parse(spec)
+    if g then out[#out + 1] = g end
+  end
+  return out
+end
+
+-- The first gate that refuses the job now, and when it next may admit; nil: all admit.
+local function gate_refusal(gates)
+  for _, g in ipairs(gates) do
+    local room, due = gate_room(g)
+    if room < 1 then return g, due end
+  end
+  return nil
+end
+
+-- Park a popped pending job on the gate that refused it: it keeps its score (its place
+-- in line) and its state, and the gate is scored by when it may admit again.
+local function gate_hold(jk, id, score, g, due)
+  redis.call('ZADD', base .. 'held:' .. g.name, score, id)
+  redis.call('HSET', jk, 'held', g.name)
+  redis.call('ZADD', GATES, fmt(due), g.name)
+end
+
+-- A pending job leaves its place other than by a claim (cancel, delete, debounce):
+-- out of its gate's line too.
+local function gate_unhold(jk, id)
+  local name = redis.call('HGET', jk, 'held')
+  if name and name ~= '' then
+    redis.call('ZREM', base .. 'held:' .. name, id)
+    redis.call('HDEL', jk, 'held')
+  end
+end
+
+-- Gates that may admit now give back up to `count` held jobs to pending (their old
+-- scores: the front of the line), where this claim pops them and checks them again.
+-- Returns whether any gate has held jobs (the claim then reports the next gate's time).
+local function gates_open(pending_key, count)
+  local list = redis.call('ZRANGE', GATES, 0, 9, 'WITHSCORES')
+  for i = 1, #list, 2 do
+    local name = list[i]
+    if tonumber(list[i + 1]) > now_ms then break end
+    local held = base .. 'held:' .. name
+    local spec = redis.call('HGET', LIMITS, name)
+    local g = spec and gate_parse(spec)
+    local room, due = count, now_ms
+    if g then room, due = gate_room(g) end
+    if room > count then room = count end
+    if room > 0 then
+      local popped = redis.call('ZPOPMIN', held, room)
+      for j = 1, #popped, 2 do
+        redis.call('ZADD', pending_key, popped[j + 1], popped[j])
+        redis.call('HDEL', row_key(popped[j]), 'held')
+      end
+      -- When it may admit again once this claim took the jobs moved (they are checked
+      -- again when popped): a rate limit's next token; a cap frees a slot when a lease
+      -- ends (that script reopens it at once; a lost lease is seen within 1 s).
+      due = now_ms + 1000
+      if room == count then
+        due = now_ms + 1
+      elseif g and g.rate then
+        local tat = math.max(tonumber(redis.pcall('GET', base .. 'gate:' .. name)) or 0, now_us)
+        due = math.ceil((tat + (#popped / 2) * g.interval - (g.burst - 1) * g.interval) / 1000)
+      end
+    end
+    if redis.call('ZCARD', held) == 0 then
+      redis.call('ZREM', GATES, name)
+    else
+      redis.call('ZADD', GATES, fmt(due), name)
+    end
+  end
+  return #list > 0
+end
+
+-- When the first gate with held jobs may admit again (ms), or nil.
+local function gates_next()
+  local first = redis.call('ZRANGE', GATES, 0, 0, 'WITHSCORES')
+  return tonumber(first[2])
+end
+
+-- A lease ends (complete, retry, release, reap, crash, cancel, delete): its slots free,
+-- and a gate with jobs waiting on one opens at once (an idle worker is woken).
+local function gates_free(id, limits)
+  if not limits or limits == '' then return end
+  for spec in string.gmatch(limits, '%S+') do
+    local name = string.match(spec, '^(conc:[^/]+)/')
+    if name then
+      local key = base .. 'gate:' .. name
+      redis.call('ZREM', key, id)
+      if redis.call('ZADD', GATES, 'XX', 'CH', 0, name) == 1 then
+        wake(WAKE)
+      elseif string.find(name, '#', 1, true) and redis.call('ZCARD', key) == 0 then
+        redis.call('HDEL', LIMITS, name)  -- a keyed gate gone idle: no trace kept
+      end
+    end
+  end
+end
+
+-- A lease renewed: its slots stay held until the new deadline.
+local function gates_extend(id, limits, deadline)
+  if not limits or limits == '' then return end
+  for spec in string.gmatch(limits, '%S+') do
+    local name = string.match(spec, '^(conc:[^/]+)/')
+    if name then
+      redis.call('ZADD', base .. 'gate:' .. name, 'XX', fmt(deadline), id)
+    end
+  end
+end
