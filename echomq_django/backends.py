@@ -55,10 +55,9 @@ from .compat import (
     TaskResultStatus,
     task_enqueued,
 )
-from .engine.connector import translate_error
 from .engine.errors import InvalidJobId
 from .engine.jobs import DEFAULT_RESULT_TTL_MS, Job, NewJob
-from .engine.keyspace import QueueKeys, validate_job_id, validate_queue_name
+from .engine.keyspace import validate_job_id, validate_queue_name
 from .engine.limits import RateLimit
 from .flow import TaskFlow, queue_rate_limits
 from .options import DEFAULT_MAX_ATTEMPTS, JOB_OPTIONS, EchoMQTask, JobOptions
@@ -364,19 +363,7 @@ class EchoMQBackend(BaseTaskBackend):
 
     def find(self, result_id: str) -> Job | None:
         """The row of ``result_id`` in whichever of our queues holds it (one round trip)."""
-        queues = list(self.result_queues())
-        client = conf.get_jobs().connector.client
-        pipe = client.pipeline(transaction=False)
-        for queue in queues:
-            pipe.hgetall(QueueKeys.of(queue).job(result_id))
-        try:
-            rows = pipe.execute()
-        except Exception as exc:
-            raise translate_error(exc) from exc
-        for queue, row in zip(queues, rows):
-            if row:
-                return Job.from_row(queue, row)
-        return None
+        return conf.get_jobs().find(self.result_queues(), result_id)
 
     def read(self, queue: str, result_id: str) -> TaskResult:
         job = conf.get_jobs().get(queue, result_id)
