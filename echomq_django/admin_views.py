@@ -10,6 +10,9 @@ purge). Queue names, states and job ids in URLs are validated by path
 converters before a view runs, so an ill-formed one is a 404 and never a key.
 """
 
+# Over ~400 lines: the view models moved to admin_rows.py; the action registry and the views
+# remain together (issue 18).
+
 from __future__ import annotations
 
 from collections.abc import Callable

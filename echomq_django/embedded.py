@@ -18,6 +18,9 @@ Persistence is off unless asked for (``appendonly=True`` turns AOF on with
 This module imports nothing from Django and nothing outside the standard library.
 """
 
+# Over ~400 lines: the dev and test server belongs outside the runtime package, on redis-py
+# (issue 18).
+
 from __future__ import annotations
 
 import atexit

@@ -26,6 +26,10 @@ have not started, let running jobs finish within ``grace_s``, release the rest
 (``Jobs.release``: not counted as an attempt) and return.
 """
 
+# Over ~400 lines: the fetcher, executors, heartbeat, completions and shutdown of one Worker
+# still share its state; the split into a package of one concept per module is issue 15's open
+# part.
+
 from __future__ import annotations
 
 import logging
