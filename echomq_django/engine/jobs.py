@@ -3,14 +3,18 @@
 ::
 
     enqueue -> pending | scheduled
-    claim: pending -> active          (attempts += 1: the fencing token; lease on the server clock)
-    complete: active -> completed     (token-fenced)
+    claim: pending -> active          (attempts += 1: the fencing token; lease on the server
+                                       clock; idempotent per claim id; marks runs started)
+    start: active -> active           (token-fenced; a solo job's run begins)
+    complete: active -> completed     (token-fenced; idempotent for its holder)
     retry: active -> scheduled | pending | dead   (token-fenced; dead past max attempts)
-    extend: active -> active          (token-fenced; new deadline)
+    crashed: active -> pending | dead (token-fenced; its process died: one crash charged)
+    extend: active -> active          (token-fenced; new deadline; refused when cancelled)
     release: active -> pending        (token-fenced; the attempt is refunded)
-    reap: expired active -> pending | dead
+    reap: expired active -> pending | dead   (free, or solo; dead at the crash budget)
     promote / run_now: scheduled -> pending
-    cancel: pending | scheduled -> dead;  retry_dead: dead -> pending;  delete, trim
+    cancel: pending | scheduled -> dead, active -> flagged;  retry_dead: dead -> pending
+    delete, trim;  fire and the schedule_* scripts: see scheduler.py
 
 Reads (a row, the counts, a page of a place) are plain reads or read-only scripts.
 The only writes outside scripts are the queue registry (a SET outside any queue's
