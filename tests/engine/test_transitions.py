@@ -399,11 +399,13 @@ def test_reap_is_bounded_per_call_and_loops_while_more(jobs):
 
 
 def test_promote_moves_only_due_jobs_in_bounded_calls(jobs):
-    now = server_ms(jobs)
-    due = enqueue_n(jobs, 5, due_ms=now + 20)
-    later = jobs.enqueue(QUEUE, new(due_ms=now + 60_000)).id
+    due_ms = server_ms(jobs) + 1_000  # a margin for a loaded machine: still scheduled below
+    due = enqueue_n(jobs, 5, due_ms=due_ms)
+    later = jobs.enqueue(QUEUE, new(due_ms=due_ms + 60_000)).id
+    assert sorted(members(jobs)["scheduled"]) == sorted([*due, later])
     assert jobs.promote(QUEUE).moved == 0
-    time.sleep(0.03)
+    while server_ms(jobs) <= due_ms:  # the server's clock decides what is due
+        time.sleep(0.01)
     sweep = jobs.promote(QUEUE, limit=2)
     assert (sweep.moved, sweep.calls) == (5, 3)
     assert sorted(members(jobs)["pending"]) == sorted(due)
