@@ -34,13 +34,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from echomq_django.embedded import (  # noqa: E402 - after the path tweak
+from echomq_django.devserver import (  # noqa: E402 - after the path tweak
     EmbeddedServer,
     ServerBinaryNotFound,
     ServerStartError,
-    _child_setup,
     free_port,
     port_is_free,
+    spawn,
 )
 
 VAR = Path(os.environ.get("ECHOMQ_VAR_DIR") or ROOT / "var").resolve()
@@ -176,7 +176,9 @@ def admin_credentials() -> tuple[str, str]:
 class Child:
     def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         self.name = name
-        self.proc = subprocess.Popen(
+        # Own process group (Ctrl-C reaches only us; we decide when it stops), and
+        # SIGTERM if this launcher dies without cleaning up.
+        self.proc = spawn(
             argv,
             cwd=ROOT,
             env=env,
@@ -185,9 +187,6 @@ class Child:
             stderr=subprocess.STDOUT,
             text=True,
             bufsize=1,
-            # Own process group (Ctrl-C reaches only us; we decide when it stops), and
-            # SIGTERM if this launcher dies without cleaning up.
-            preexec_fn=_child_setup,
         )
         self.thread = threading.Thread(target=self._pump, daemon=True)
         self.thread.start()

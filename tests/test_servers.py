@@ -10,7 +10,7 @@ from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 
-from echomq_django.embedded import (
+from echomq_django.devserver import (
     EmbeddedServer,
     ServerBinaryNotFound,
     ServerStartError,
