@@ -5,6 +5,10 @@ gives its permissions a home. ``mount`` then serves the EchoMQ pages at
 ``<admin>/echomq/`` ahead of the site's own app index for this app, so the
 "EchoMQ" link lands on the dashboard. The default site is mounted here; a
 project with its own ``AdminSite`` calls ``mount(its_site)``.
+
+The package is the admin's: ``urls`` (converters and patterns), ``pages`` (the
+views), ``schedules`` (the schedules page), ``actions`` (the operator actions),
+``presenters`` (what a page shows of a row) and ``chart`` (throughput as SVG).
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from django.contrib import admin
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import URLPattern, include, path, reverse
 
-from .models import Queue
-from .schedule_admin import EchoMQScheduleAdmin
+from ..models import Queue
+from . import urls
+from .schedules import EchoMQScheduleAdmin
 
 
 class QueueAdmin(admin.ModelAdmin):
@@ -44,8 +49,8 @@ def mount(site: admin.AdminSite) -> None:
     site_urls = site.get_urls
 
     def get_urls():
-        views = EchoMQScheduleAdmin(site, site.get_model_admin(Queue))
-        return [path(f"{Queue._meta.app_label}/", include(views.get_urls())), *site_urls()]
+        pages = EchoMQScheduleAdmin(site, site.get_model_admin(Queue))
+        return [path(f"{Queue._meta.app_label}/", include(urls.patterns(pages))), *site_urls()]
 
     site.get_urls = get_urls
     site.echomq_mounted = True
