@@ -17,7 +17,8 @@ from ..engine.errors import InvalidJobId
 from ..engine.jobs import Job
 from ..engine.keyspace import validate_job_id
 from ..engine.registry import WorkerInfo
-from ..payload import Payload, PayloadError
+from ..exceptions import PayloadError
+from ..payload import Payload
 from .chart import Sparkline
 
 
