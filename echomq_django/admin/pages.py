@@ -194,18 +194,21 @@ class EchoMQAdmin:
         number = min(max(int_or_none(request.GET.get("page")) or 1, 1), MAX_PAGE)
         task = request.GET.get("task", "").strip()[:500]
         offset = (number - 1) * PER_PAGE
+        complete = True
         if task:  # read from the set (bounded): no index by task
-            page = task_filter.of_task(
+            found = task_filter.of_task(
                 jobs, queue, state, task, offset=offset, count=PER_PAGE,
                 newest_first=newest, fields=LIST_FIELDS,
             )  # fmt: skip
+            entries, total, complete = found.entries, found.total, found.complete
         else:
             page = jobs.page(
                 queue, state, offset=offset, count=PER_PAGE, newest_first=newest,
                 fields=LIST_FIELDS,
             )  # fmt: skip
+            entries, total = page.entries, page.total
         tasks, read = task_filter.counts(jobs, queue, state)
-        pages = max((page.total + PER_PAGE - 1) // PER_PAGE, 1)
+        pages = max((total + PER_PAGE - 1) // PER_PAGE, 1)
         stats = jobs.stats(queue)
         context = self.context(
             request,
@@ -214,17 +217,17 @@ class EchoMQAdmin:
             state=state,
             tabs=self.summary(queue, stats.counts, ()).counts,
             limits=jobs.limits(queue),  # rate limits and caps: tokens / running, waiting
-            rows=[ListedJob.from_fields(e.id, e.fields) for e in page.entries],
-            total=page.total,
+            rows=[ListedJob.from_fields(e.id, e.fields) for e in entries],
+            total=total,
             page_number=number,
             pages=pages,
             first_index=(number - 1) * PER_PAGE + 1,
-            last_index=(number - 1) * PER_PAGE + len(page.entries),
+            last_index=(number - 1) * PER_PAGE + len(entries),
             order="newest" if newest else "oldest",
             order_by=ORDERS[state],
             task=task,
             task_query=f"&{urlencode({'task': task})}" if task else "",
-            partial=task and not page.complete,
+            partial=task and not complete,
             task_counts=tasks.most_common(TASK_COUNTS_SHOWN),
             tasks_read=read,
             queue_actions=self.allowed(request, QUEUE_ACTIONS, state),
