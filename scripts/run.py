@@ -77,11 +77,6 @@ def manage(*args: str, env: dict[str, str], capture: bool = False) -> subprocess
     )
 
 
-# ---------------------------------------------------------------------------------------
-# Server
-# ---------------------------------------------------------------------------------------
-
-
 def start_server() -> tuple[EmbeddedServer, object]:
     data = VAR / "valkey"
     data.mkdir(parents=True, exist_ok=True)
@@ -132,10 +127,6 @@ def cli_hint(url: str) -> str:
     return f"{prefix}{python} manage.py echomq stats --watch"
 
 
-# ---------------------------------------------------------------------------------------
-# Django steps
-# ---------------------------------------------------------------------------------------
-
 # One Django process for both: make sure the demo superuser exists, list the commands.
 ENSURE_ADMIN = """
 import os
@@ -166,11 +157,6 @@ def admin_credentials() -> tuple[str, str]:
             stored.write_text(password + "\n")
             stored.chmod(0o600)
     return name, password
-
-
-# ---------------------------------------------------------------------------------------
-# Children
-# ---------------------------------------------------------------------------------------
 
 
 class Child:

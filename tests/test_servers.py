@@ -123,11 +123,6 @@ def test_binary_not_found_says_what_to_install(monkeypatch):
         find_server_binary("redis")
 
 
-# ---------------------------------------------------------------------------------------
-# Cluster
-# ---------------------------------------------------------------------------------------
-
-
 def test_cluster_has_three_masters_and_is_ok(valkey_cluster):
     assert len(valkey_cluster.urls) == 3
     for node in valkey_cluster.nodes:
@@ -175,11 +170,6 @@ def test_cluster_client_is_flushed_again(valkey_cluster, cluster_client):
         startup_nodes=[ClusterNode(h, p) for h, p in valkey_cluster.startup_nodes]
     )
     assert client.get("emq:{leak}:x") is None
-
-
-# ---------------------------------------------------------------------------------------
-# TLS and ACL
-# ---------------------------------------------------------------------------------------
 
 
 def test_tls_connects_with_the_ca(tls_server):
@@ -244,11 +234,6 @@ def test_cluster_connector_runs_on_the_cluster(cluster_connector, cluster_url):
     assert cluster_connector.is_cluster
     cluster_connector.client.set("emq:{c}:k", "v")
     assert cluster_connector.client.get("emq:{c}:k") == "v"
-
-
-# ---------------------------------------------------------------------------------------
-# The dev server is no part of the runtime
-# ---------------------------------------------------------------------------------------
 
 
 def test_importing_the_dev_server_starts_and_registers_nothing():
