@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -77,7 +78,7 @@ def manage(*args: str, env: dict[str, str], capture: bool = False) -> subprocess
     )
 
 
-def start_server() -> tuple[EmbeddedServer, object]:
+def start_server() -> tuple[EmbeddedServer, TextIO]:
     data = VAR / "valkey"
     data.mkdir(parents=True, exist_ok=True)
     lock = open(data / ".run.lock", "w")  # noqa: SIM115 - held for the whole run
@@ -253,7 +254,7 @@ def main() -> int:
     env["PYTHONUNBUFFERED"] = "1"
 
     server: EmbeddedServer | None = None
-    lock = None
+    lock: TextIO | None = None
     children: list[Child] = []
     status = 0
     try:
