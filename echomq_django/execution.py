@@ -60,10 +60,11 @@ from .compat import (
     task_finished,
     task_started,
 )
-from .engine.errors import CorruptRow
+from .engine.errors import CorruptRow, EchoMQError
 from .engine.jobs import Claimed, Job
 from .engine.worker import Failure, Outcome, Success, failure_from_exception
-from .payload import Payload, PayloadError, rebuild_task, task_result
+from .exceptions import PayloadError
+from .payload import Payload, rebuild_task, task_result
 from .retries import NO_RETRY, Decision, decide
 
 logger = logging.getLogger("echomq.execution")
@@ -92,11 +93,12 @@ def in_place() -> Iterator[list[BaseException]]:
         _raised.reset(token)
 
 
-class NonJSONReturnValue(TypeError):
+# These two stay here, not in exceptions.py: a row's error list names them by this dotted path.
+class NonJSONReturnValue(EchoMQError, TypeError):
     """The task returned a value that cannot be stored as JSON: the task fails."""
 
 
-class ReturnValueTooLarge(ValueError):
+class ReturnValueTooLarge(EchoMQError, ValueError):
     """The task's return value is bigger as JSON than MAX_PAYLOAD: the task fails."""
 
 

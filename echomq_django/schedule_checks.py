@@ -18,7 +18,8 @@ from typing import Any
 from django.core import checks
 
 from .engine.schedules import InvalidCron, UnknownTimeZone
-from .schedules import MalformedSchedules, UnknownScheduleTask, problems
+from .exceptions import MalformedSchedules, UnknownScheduleTask
+from .schedules import problems
 
 HINTS = {
     "echomq.E101": 'e.g. ECHOMQ["SCHEDULES"] = {"nightly": {"task": "app.tasks.nightly", '

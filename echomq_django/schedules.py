@@ -46,8 +46,9 @@ from .backends import EchoMQBackend
 from .compat import InvalidTask, Task, task_backends
 from .engine.errors import InvalidSchedule
 from .engine.schedules import DEFAULT_GRACE_MS, Schedule
+from .exceptions import MalformedSchedules, PayloadError, UnknownScheduleTask
 from .options import duration_ms
-from .payload import PayloadError, discover_tasks, encode_arguments, resolve_task
+from .payload import discover_tasks, encode_arguments, resolve_task
 
 KNOWN_KEYS = frozenset(
     {"task", "cron", "every", "timezone", "args", "kwargs", "queue", "priority"}
@@ -56,14 +57,6 @@ KNOWN_KEYS = frozenset(
 T = TypeVar("T")
 # name -> the SCHEDULES entries that @periodic declared under it, as tasks modules load
 _decorated: dict[str, list[dict[str, Any]]] = {}
-
-
-class UnknownScheduleTask(InvalidSchedule):
-    """A schedule names something that is not a task the worker would run."""
-
-
-class MalformedSchedules(InvalidSchedule):
-    """SCHEDULES, or one of its entries, is not a dict of known keys."""
 
 
 def raw_schedules() -> Mapping[str, Any]:
