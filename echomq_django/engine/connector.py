@@ -156,6 +156,14 @@ def translate_error(exc: Exception) -> Exception:
     return exc
 
 
+def plain(command: Callable[[], Any]) -> Any:
+    """A plain (non-script) command, its redis-py errors mapped as a script call's are."""
+    try:
+        return command()
+    except Exception as exc:
+        raise translate_error(exc) from exc
+
+
 class _Connections:
     """This process's connections for script calls to one server: a lock-free LIFO stack.
 
