@@ -335,27 +335,39 @@ class Jobs(Reads, Sweeps):
             [job_id, int(token), lease_ms, int(ran_us)],
         )
 
-    def release(self, queue: str, job_id: str, token: int) -> None:
-        """Give the job back to pending at once, refunding the attempt."""
-        (reply,) = self.release_many([(queue, job_id, token)])
+    def release(self, queue: str, job_id: str, token: int, *, began: bool = True) -> None:
+        """Give the job back to pending at once, refunding the attempt. ``began=False``:
+        its run never began (it waited in the read-ahead), so the run its claim recorded
+        is taken back too, and Django's attempts (one per run) do not count it."""
+        (reply,) = self.release_many([(queue, job_id, token)], began=[began])
         if isinstance(reply, Exception):
             raise reply
 
     def release_many(
-        self, items: Sequence[tuple[str, str, int]], *, solo: bool = False
+        self,
+        items: Sequence[tuple[str, str, int]],
+        *,
+        solo: bool = False,
+        began: Sequence[bool] | None = None,
     ) -> list[Any]:
         """Pipeline many releases (queue, id, token) in one round trip: 1 per job given
         back, or the job's typed error (``StaleToken``) as its entry. ``solo``: they were
-        running in a process that died beside each other (see release.lua)."""
-        return self.connector.run_many([self._release_call(*item, solo) for item in items])
+        running in a process that died beside each other (see release.lua). ``began[i]``:
+        whether job i's run began (default: all did, which never under-counts a run)."""
+        ran = [True] * len(items) if began is None else list(began)
+        if len(ran) != len(items):
+            raise ValueError("began must hold one flag per item")
+        return self.connector.run_many(
+            [self._release_call(*item, solo, b) for item, b in zip(items, ran)]
+        )
 
     @staticmethod
-    def _release_call(queue: str, job_id: str, token: int, solo: bool) -> Call:
+    def _release_call(queue: str, job_id: str, token: int, solo: bool, began: bool) -> Call:
         keys = QueueKeys.of(queue)
         return Call(
             script.load("release"),
             [keys.active, keys.pending, keys.seq, keys.metrics, keys.wake, keys.job(job_id)],
-            [job_id, int(token), 1 if solo else 0],
+            [job_id, int(token), 1 if solo else 0, 1 if began else 0],
         )
 
     def crashed(
