@@ -43,7 +43,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from . import conf
 from .backends import EchoMQBackend
-from .compat import InvalidTask, Task, task_backends
+from .compat import AnyTask, InvalidTask, Task, task_backends
 from .engine.errors import InvalidSchedule
 from .engine.schedules import DEFAULT_GRACE_MS, Schedule
 from .exceptions import MalformedSchedules, PayloadError, UnknownScheduleTask
@@ -122,7 +122,7 @@ def build(name: object, spec: object) -> Schedule:
     if not isinstance(path, str) or not path:
         raise UnknownScheduleTask(f"{where} names no task (a dotted path to a @task)")
     try:
-        task: Task = resolve_task(path, task_modules())
+        task: AnyTask = resolve_task(path, task_modules())
         changes = {"queue_name": spec["queue"]} if "queue" in spec else {}
         if "priority" in spec:
             changes["priority"] = spec["priority"]
@@ -144,7 +144,7 @@ def build(name: object, spec: object) -> Schedule:
         every = duration_ms(spec.get("every"), "every")
         grace = duration_ms(spec.get("grace"), "grace")
         return Schedule(
-            name=name,  # type: ignore[arg-type]  (validated by Schedule)
+            name=name,  # type: ignore[arg-type]  # any SCHEDULES key: Schedule validates it
             queue=task.queue_name,
             job=job,
             cron=spec.get("cron") or "",
