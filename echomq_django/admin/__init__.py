@@ -14,7 +14,7 @@ views), ``schedules`` (the schedules page), ``actions`` (the operator actions),
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponseRedirect
@@ -24,8 +24,13 @@ from ..models import Queue
 from . import urls
 from .schedules import EchoMQScheduleAdmin
 
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Queue]
+else:  # ModelAdmin takes no type argument at run time
+    _ModelAdmin = admin.ModelAdmin
 
-class QueueAdmin(admin.ModelAdmin):
+
+class QueueAdmin(_ModelAdmin):
     """Holds the permissions; its only page, the changelist, leads to the dashboard.
 
     ``Queue`` has no table, so the usual add/change/history/delete pages (which

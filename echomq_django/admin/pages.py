@@ -89,7 +89,9 @@ def server_errors(view: View) -> View:
     """
 
     @wraps(view)
-    def wrapper(self: EchoMQAdmin, request: HttpRequest, *args: Any, **kwargs: Any):
+    def wrapper(
+        self: EchoMQAdmin, request: HttpRequest, *args: Any, **kwargs: Any
+    ) -> HttpResponseBase:
         try:
             return view(self, request, *args, **kwargs)
         except (ServerUnavailable, InvalidURL) as exc:
@@ -105,7 +107,7 @@ def server_errors(view: View) -> View:
 class EchoMQAdmin:
     """The EchoMQ pages of one admin site, guarded by one ``ModelAdmin``'s permissions."""
 
-    def __init__(self, site: admin.AdminSite, model_admin: admin.ModelAdmin) -> None:
+    def __init__(self, site: admin.AdminSite, model_admin: admin.ModelAdmin[Any]) -> None:
         self.site = site
         self.model_admin = model_admin
 
@@ -329,7 +331,9 @@ class EchoMQAdmin:
         return render(request, "admin/echomq/task_search.html", context)
 
     @server_errors
-    def job_action(self, request: HttpRequest, queue: str, job_id: str, action: str):
+    def job_action(
+        self, request: HttpRequest, queue: str, job_id: str, action: str
+    ) -> HttpResponseBase:
         """Retry, run now, cancel or delete one job."""
         chosen = JOB_ACTIONS.get(action)
         if chosen is None:
@@ -340,7 +344,7 @@ class EchoMQAdmin:
         return self.act(request, chosen, (queue, job_id), f"Job {job_id}", detail, after)
 
     @server_errors
-    def queue_action(self, request: HttpRequest, queue: str, action: str):
+    def queue_action(self, request: HttpRequest, queue: str, action: str) -> HttpResponseBase:
         """Retry all dead jobs of a queue, or purge its dead or completed set."""
         chosen = QUEUE_ACTIONS.get(action)
         if chosen is None:

@@ -52,7 +52,9 @@ class ScheduleRow:
     actions: list[Action]
 
     @classmethod
-    def of(cls, stored: StoredSchedule, state: str, edited: bool, actions: list[Action]):
+    def of(
+        cls, stored: StoredSchedule, state: str, edited: bool, actions: list[Action]
+    ) -> ScheduleRow:
         fields = stored.fields
         return cls(
             queue=stored.queue, name=stored.name, status=stored.status, task=stored.task,

