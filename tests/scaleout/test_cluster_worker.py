@@ -1,7 +1,7 @@
 """The engine worker's idle wait on a cluster: one blocking read per queue, given back when busy.
 
 A BZPOPMIN over the wake keys of queues in different slots is a CROSSSLOT error,
-so on a cluster the worker blocks per queue (``worker._QueueWaiters``). These
+so on a cluster the worker blocks per queue (``waiting.QueueWaiters``). These
 tests use ``idle_block_s=5``: a wake-up that went missing would show as a
 pick-up of seconds (the fetcher's own timeout), not milliseconds.
 """

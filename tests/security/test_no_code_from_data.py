@@ -30,7 +30,7 @@ DYNAMIC_IMPORTS = {"import_module", "import_string"}
 ALLOWED_DYNAMIC = {
     ("payload.py", "discover_tasks"): "TASKS[alias]['OPTIONS']['TASK_MODULES'] (settings)",
     ("discovery.py", "import_app_module"): "a module inside an installed app (app_module)",
-    ("engine/children.py", "resolve"): "the worker's own handler path (Worker(child_handler=))",
+    ("engine/worker/child.py", "resolve"): "the worker's own handler path (Worker(child_handler=))",
 }
 
 

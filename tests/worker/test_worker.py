@@ -490,25 +490,27 @@ def test_a_job_whose_completion_is_on_the_wire_is_neither_running_nor_slowing_re
     assert on_the_wire.wait(10)
     time.sleep(0.3)  # far longer than READ_AHEAD_BUDGET_MS
     assert rw.worker.running == []
-    with rw.worker._lock:
-        assert rw.worker._target() > rw.worker.concurrency
+    # Read-ahead still holds more than one job per thread: more jobs are claimed while
+    # the first one's completion is held up (a shrunk target would claim one at most).
+    enqueue(jobs, n=10)
+    active = QueueKeys.of("q").active
+    wait_until(lambda: jobs.connector.client.zcard(active) > 1 + rw.worker.concurrency)
     let_through.set()
     wait_until(lambda: jobs.get("q", job_id).state == "completed")
 
 
-def test_a_stop_that_lands_as_the_idle_block_begins_still_ends_it(jobs):
+def test_a_stop_that_lands_as_the_idle_block_begins_still_ends_it(jobs, monkeypatch):
     """stop() (from a signal handler) can come after the fetcher checked for it and
     before its blocking read was sent: the read then reconnects and would block for
     the whole idle timeout (5 s), as seen when stopping workers after a run."""
     worker = Worker(jobs, ["q"], lambda c: Success("null"), idle_block_s=5.0, lease_ms=1000)
-    client = worker._blocking_client()
-    bzpopmin = client.bzpopmin
+    bzpopmin = redis.Redis.bzpopmin
 
-    def stopped_just_before_the_send(keys, timeout):
+    def stopped_just_before_the_send(client, keys, timeout):
         worker.stop()
-        return bzpopmin(keys, timeout)
+        return bzpopmin(client, keys, timeout)
 
-    client.bzpopmin = stopped_just_before_the_send
+    monkeypatch.setattr(redis.Redis, "bzpopmin", stopped_just_before_the_send)
     started = time.monotonic()
     RunningWorker(worker).stats(timeout=10)
     assert time.monotonic() - started < 2.0

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import Cancelled, TimeLimitExceeded
+from ..jobs import Claimed
+from ..outcome import Failure, Handler, Outcome, call_handler, error_json
 from .children import Child, ChildDied, Key, raise_in_thread
-from .errors import Cancelled, TimeLimitExceeded
-from .jobs import Claimed
-from .outcome import Failure, Handler, Outcome, call_handler, error_json
 
 HARD_GRACE_S = 2.0
 _NEVER = float("inf")

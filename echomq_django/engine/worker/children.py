@@ -2,8 +2,7 @@
 
 A ``Child`` is one process, a fresh interpreter (never forked: the parent has
 threads, and a fork would copy their locks mid-use), given the handler by its
-import path. It runs up
-to ``threads`` jobs at once, each in a thread of its own, and talks to the parent
+import path (``child.py`` is its side). It runs up to ``threads`` jobs at once, each in a thread of its own, and talks to the parent
 over one pipe:
 
 * parent -> child ``run`` (a lease's key and its claimed row): run the handler on it;
@@ -27,26 +26,23 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
-import importlib
 import json
 import os
-import queue
 import signal
 import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-from .errors import Cancelled, TimeLimitExceeded
-from .jobs import Claimed, Job
-from .outcome import Failure, Outcome, Success, call_handler
+from ..jobs import Claimed, Job
+from ..outcome import Failure, Outcome, Success
 
 Key = tuple[str, str, int]  # (queue, job id, token): one lease
+_CHILD_MODULE = f"{__package__}.child"  # what a child process runs (python -m)
 
 
 class ChildDied(Exception):
@@ -100,7 +96,7 @@ class Child:
         It takes a while, so do it ahead."""
         ours, theirs = socket.socketpair()
         handler = self.handler if isinstance(self.handler, str) else _path_of(self.handler)
-        argv = [sys.executable, "-m", __name__, str(theirs.fileno()), handler,
+        argv = [sys.executable, "-m", _CHILD_MODULE, str(theirs.fileno()), handler,
                 self.initializer or "", str(self.threads), str(os.getpid())]  # fmt: skip
         # The child imports what this process can: its sys.path (a manage.py's folder is
         # on it only as the script's own) goes along.
@@ -127,7 +123,7 @@ class Child:
                 self.start()
             self._pending[key] = pending
             with contextlib.suppress(OSError, EOFError, ValueError):
-                self._conn.send_bytes(_encode("run", key, _claimed_json(claimed)))
+                self._conn.send_bytes(encode("run", key, claimed_json(claimed)))
         return pending
 
     def stop(self, key: Key, exc: type[BaseException]) -> None:
@@ -135,7 +131,7 @@ class Child:
         with self._lock:
             if key in self._pending and self._conn is not None:
                 with contextlib.suppress(OSError, EOFError, ValueError):
-                    self._conn.send_bytes(_encode("stop", key, exc.__name__))
+                    self._conn.send_bytes(encode("stop", key, exc.__name__))
 
     def kill(self, for_key: Key | None = None) -> None:
         """SIGKILL the child (``for_key``'s job outlived its soft stop, or a shutdown's
@@ -161,11 +157,11 @@ class Child:
         gets ``ChildDied`` (with the number of jobs it was running)."""
         while True:
             try:
-                kind, key, outcome = _decode(conn.recv_bytes())
+                kind, key, outcome = decode(conn.recv_bytes())
             except (EOFError, OSError):
                 break
             if kind == "done":
-                outcome = _outcome_from_json(outcome)
+                outcome = outcome_from_json(outcome)
                 with self._lock:
                     pending = self._pending.pop(key, None)
                 if pending is not None:
@@ -194,83 +190,15 @@ def raise_in_thread(thread_id: int, exc: type[BaseException] | None) -> bool:
     return set_async(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None) == 1
 
 
-def resolve(ref: Any) -> Any:
-    """``"package.module:attr.attr"`` -> that object; anything else as it is."""
-    if not isinstance(ref, str):
-        return ref
-    module, _, attr = ref.partition(":")
-    obj: Any = importlib.import_module(module)
-    for name in attr.split(".") if attr else ():
-        obj = getattr(obj, name)
-    return obj
-
-
-def _die_with_parent(parent: int) -> None:
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PDEATHSIG
-    except (AttributeError, OSError):
-
-        def watch() -> None:
-            while os.getppid() == parent:
-                time.sleep(0.2)
-            os._exit(1)
-
-        threading.Thread(target=watch, daemon=True).start()
-    if os.getppid() != parent:  # it died before the line above took effect
-        os._exit(1)
-
-
 def _path_of(function: Any) -> str:
     return f"{function.__module__}:{function.__qualname__}"
 
 
-def _child_main(conn: Any, handler: Any, initializer: Any, threads: int, parent: int) -> None:
-    """The child: serve ``run`` and ``stop`` messages until the pipe closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _die_with_parent(parent)
-    if initializer:
-        resolve(initializer)()
-    handler = resolve(handler)
-    send_lock = threading.Lock()
-    running: dict[Key, int] = {}  # key -> the thread running it
-    work: queue.SimpleQueue[tuple[Key, Claimed]] = queue.SimpleQueue()
-
-    def serve() -> None:  # one of ``threads`` long-lived threads: no thread per job
-        while True:
-            key, claimed = work.get()
-            running[key] = threading.get_ident()
-            try:
-                outcome = call_handler(handler, claimed)
-            finally:
-                running.pop(key, None)
-            with send_lock:
-                conn.send_bytes(_encode("done", key, _outcome_json(outcome)))
-
-    for _ in range(threads):
-        threading.Thread(target=serve, daemon=True).start()
-    while True:
-        try:
-            kind, key, arg = _decode(conn.recv_bytes())
-        except (EOFError, OSError):
-            os._exit(0)
-        if kind == "run":
-            work.put((key, _claimed_from_json(arg)))
-        elif kind == "stop" and key in running and arg in _STOPS:
-            raise_in_thread(running[key], _STOPS[arg])
-
-
-_STOPS: dict[str, type[BaseException]] = {
-    "TimeLimitExceeded": TimeLimitExceeded,
-    "Cancelled": Cancelled,
-}
-
-
-def _encode(kind: str, key: Key, body: Any) -> bytes:
+def encode(kind: str, key: Key, body: Any) -> bytes:
     return json.dumps([kind, list(key), body]).encode()
 
 
-def _decode(data: bytes) -> tuple[str, Key, Any]:
+def decode(data: bytes) -> tuple[str, Key, Any]:
     kind, key, body = json.loads(data)
     return kind, (key[0], key[1], key[2]), body
 
@@ -278,14 +206,14 @@ def _decode(data: bytes) -> tuple[str, Key, Any]:
 _JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Job))
 
 
-def _claimed_json(claimed: Claimed) -> list[Any]:
+def claimed_json(claimed: Claimed) -> list[Any]:
     """The job as its fields' values in order (not ``asdict``: it deep-copies, per job)."""
     job = claimed.job
     values = None if job is None else [getattr(job, name) for name in _JOB_FIELDS]
     return [claimed.queue, claimed.id, claimed.token, values, claimed.corrupt]
 
 
-def _claimed_from_json(body: list[Any]) -> Claimed:
+def claimed_from_json(body: list[Any]) -> Claimed:
     queue, job_id, token, values, corrupt = body
     job = None
     if values is not None:
@@ -294,18 +222,13 @@ def _claimed_from_json(body: list[Any]) -> Claimed:
     return Claimed(queue, job_id, token, job, corrupt)
 
 
-def _outcome_json(outcome: Outcome) -> dict[str, Any]:
+def outcome_json(outcome: Outcome) -> dict[str, Any]:
     if isinstance(outcome, Success):
         return {"result": outcome.result}
     return {"failure": dataclasses.asdict(outcome)}
 
 
-def _outcome_from_json(body: dict[str, Any]) -> Outcome:
+def outcome_from_json(body: dict[str, Any]) -> Outcome:
     if "result" in body:
         return Success(body["result"])
     return Failure(**body["failure"])
-
-
-if __name__ == "__main__":  # python -m echomq_django.engine.children FD HANDLER INIT THREADS PPID
-    fd, handler_path, init_path, n_threads, parent_pid = sys.argv[1:6]
-    _child_main(Connection(int(fd)), handler_path, init_path, int(n_threads), int(parent_pid))

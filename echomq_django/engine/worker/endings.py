@@ -1,0 +1,164 @@
+"""How a held lease ends when it does not complete: one script call each.
+
+* ``fail``: the task failed (raised, hit its limit, was cancelled): retried or
+  dead, per its policy and attempts (``Jobs.retry``);
+* ``crashed``: its process died under it (``Jobs.crashed``: charged to its crash
+  budget), or, beside other jobs, released free;
+* ``release``: given back to pending, refunded (not started, stuck behind a slow
+  one, a stop);
+* ``discard``: the lease is no longer ours (lost, released): nothing to send.
+
+Each ends by letting the lease go from the ledger.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from ..errors import ServerUnavailable, StaleToken
+from ..jobs import Jobs
+from ..outage import Outage
+from ..outcome import Failure, summary_line
+from ..outcome import error_object as _as_error_object
+from ..retry_policy import RetryPolicy
+from .lease import Lease
+from .ledger import Ledger
+from .running import Crashed
+from .stats import Tally
+
+logger = logging.getLogger("echomq.worker")
+
+
+class Endings:
+    def __init__(
+        self,
+        jobs: Jobs,
+        ledger: Ledger,
+        tally: Tally,
+        outage: Outage,
+        worker_id: str,
+        *,
+        retry_policy: RetryPolicy,
+        crash_budget: int,
+        give_up: threading.Event,
+    ) -> None:
+        self._jobs = jobs
+        self._ledger = ledger
+        self._tally = tally
+        self._outage = outage
+        self._worker_id = worker_id
+        self._retry_policy = retry_policy
+        self._crash_budget = crash_budget
+        self._give_up = give_up  # shutdown's grace is over: stop riding out an outage
+
+    def fail(self, lease: Lease, failure: Failure) -> None:
+        lease.finishing = True
+        claimed = lease.claimed
+        used = claimed.token - (claimed.job.refunds if claimed.job else 0)
+        backoff = failure.backoff_ms
+        if backoff is None:
+            backoff = self._retry_policy.backoff_ms(used)
+        try:
+            outcome = self._outage.call(
+                "retry",
+                lambda: self._jobs.retry(
+                    claimed.queue,
+                    claimed.id,
+                    claimed.token,
+                    error=_as_error_object(failure.error, failure.summary),
+                    summary=summary_line(failure.summary),
+                    backoff_ms=backoff,
+                    give_up=not failure.retry,
+                    ran_us=lease.ran_us(),
+                ),
+                self._give_up,
+            )
+        except StaleToken as exc:
+            self._tally.add("stale")
+            lease.log(
+                self._worker_id, f"failed, lease lost ({exc})", outcome="lost", failure=failure
+            )
+        except ServerUnavailable:
+            pass  # shutdown gave up: the reaper returns it after the lease
+        else:
+            if outcome.state == "dead":
+                self._tally.add("dead")
+                lease.log(self._worker_id, "", logging.ERROR, outcome="dead", failure=failure)
+            else:
+                self._tally.add("retried")
+                wait = backoff if outcome.state == "scheduled" else 0
+                lease.log(self._worker_id, "", outcome="retried", failure=failure, retry_in_ms=wait)
+        self._ledger.forget(lease)
+
+    def crashed(self, lease: Lease, crash: Crashed) -> None:
+        """Its process died under it. Alone in it: the job's own crash, charged now (no
+        lease to wait out). Beside others, or killed by us for another job's limit:
+        released at once, free (solo if it may have been the cause)."""
+        lease.finishing = True
+        if not crash.alone:
+            lease.log(self._worker_id, crash.why, outcome="released")
+            self.release(lease, solo=not crash.ours)
+            return
+        try:
+            outcome = self._outage.call(
+                "crashed",
+                lambda: self._jobs.crashed(
+                    lease.claimed.queue,
+                    lease.claimed.id,
+                    lease.claimed.token,
+                    why=crash.why.replace('"', "'"),
+                    crash_budget=self._crash_budget,
+                    ran_us=lease.ran_us(),
+                ),
+                self._give_up,
+            )
+        except StaleToken as exc:
+            lease.log(
+                self._worker_id,
+                f"crashed ({crash.why}) but its lease was lost ({exc})",
+                outcome="lost",
+            )
+        except ServerUnavailable:
+            pass  # shutdown gave up: the reaper returns it after the lease
+        else:
+            self._tally.add("dead" if outcome.state == "dead" else "retried")
+            lease.log(
+                self._worker_id,
+                f"{crash.why}; {outcome.state} after {outcome.due_ms} crash(es)",
+                outcome="crashed",
+            )
+        self._ledger.forget(lease)
+
+    def release(self, *leases: Lease, solo: bool = False) -> None:
+        """Give jobs back to pending, refunded, in one round trip (a read-ahead of up to
+        MAX_READ_AHEAD jobs at shutdown, or stuck behind a slow one)."""
+        for lease in leases:
+            lease.released = True
+        items = [(le.claimed.queue, le.claimed.id, le.claimed.token) for le in leases]
+        try:
+            began = [bool(le.started) for le in leases]  # a read-ahead never run: no run
+            replies = self._jobs.release_many(items, solo=solo, began=began)
+        except ServerUnavailable as exc:
+            logger.warning("could not release %d job(s) (%s); the reaper will", len(leases), exc)
+            replies = []
+        released = 0
+        for lease, reply in zip(leases, replies):
+            if isinstance(reply, StaleToken):
+                continue  # lost already: its new holder has it
+            if isinstance(reply, Exception):
+                logger.warning(
+                    "job %s: could not release it (%s); the reaper will", lease.claimed.id, reply
+                )
+            else:
+                released += 1
+                logger.info("job %s %s released back to pending", lease.claimed.id, lease.task)
+        self._tally.add("released", released)
+        self._ledger.forget(*leases)
+
+    def discard(self, lease: Lease) -> None:
+        if lease.lost:
+            lease.log(self._worker_id, f"lease lost ({lease.lost})", outcome="discarded")
+        else:
+            lease.log(self._worker_id, "released at shutdown", outcome="discarded")
+        self._ledger.forget(lease)

@@ -1,0 +1,171 @@
+"""The worker's executors: one thread per slot, each taking the next claimed job and
+running it (``running.Runner``: in this thread, or in a child process), then ending
+its lease by its outcome.
+
+A run in a thread that outlives its soft stop (stuck in one C call) is *abandoned*:
+its failure is recorded at once and a new thread takes its slot; the stuck thread
+discards its outcome when the call returns, and exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+from ..errors import Cancelled, ServerUnavailable, TimeLimitExceeded
+from ..jobs import Jobs
+from ..outage import Outage
+from ..outcome import Failure, Success
+from .children import Key
+from .completions import Completions
+from .endings import Endings
+from .heartbeat import Alarm
+from .lease import CANCEL_CHECK_S, Lease
+from .ledger import Ledger
+from .running import Crashed, Runner, stopped_failure
+
+logger = logging.getLogger("echomq.worker")
+
+
+class Executors:
+    def __init__(
+        self,
+        jobs: Jobs,
+        ledger: Ledger,
+        runner: Runner,
+        completions: Completions,
+        endings: Endings,
+        alarm: Alarm,
+        outage: Outage,
+        worker_id: str,
+        *,
+        slots: int,
+        time_limit_s: float,
+        stopping: threading.Event,
+        give_up: threading.Event,
+    ) -> None:
+        self._jobs = jobs
+        self._ledger = ledger
+        self._runner = runner
+        self._completions = completions
+        self._endings = endings
+        self._alarm = alarm
+        self._outage = outage
+        self._worker_id = worker_id
+        self._slots = slots
+        self._time_limit_s = time_limit_s
+        self._stopping = stopping
+        self._give_up = give_up
+        runner.on_abandon = self._abandon
+
+    def start(self) -> None:
+        for slot in range(self._slots):
+            self._start(slot)
+
+    def _start(self, slot: int) -> None:
+        threading.Thread(
+            target=self._loop, args=(slot,), name=f"echomq-exec-{slot}", daemon=True
+        ).start()
+
+    def _idle(self) -> bool:
+        """About to wait for work: nothing may sit in the completions' batch."""
+        return self._completions.flush()
+
+    def _loop(self, slot: int) -> None:
+        while True:
+            lease = self._ledger.take(self._idle)
+            if lease is None:
+                return
+            # A running job is checked every second: the renewal is how a cancel reaches it.
+            self._alarm.renew_by(lease.renewed_at + CANCEL_CHECK_S)
+            try:
+                if self._stopping.is_set() or not self._mark_started(lease):
+                    self._endings.release(lease)
+                elif lease.lost:
+                    self._endings.discard(lease)
+                else:
+                    self._process(lease, slot)
+            except BaseException:  # never lose an executor thread; the reaper recovers the job
+                logger.exception("job %s: the worker failed while finishing it", lease.claimed.id)
+                self._ledger.forget(lease)
+            finally:
+                self._ledger.end_solo(lease)
+            if lease.abandoned:  # its slot went to a new thread while this one was stuck
+                return
+
+    def _mark_started(self, lease: Lease) -> bool:
+        """Tell the server this job's run begins, before it runs. The claim did it for
+        every job but a solo one (marked here, alone, once nothing else runs beside it).
+        False: it could not be told (shutdown gave up); do not run it."""
+        if lease.armed or lease.claimed.job is None:  # a corrupt row runs no task
+            return True
+        items = [(lease.claimed.queue, lease.claimed.id, lease.claimed.token)]
+        isolated = bool(self._runner.processes) or (lease.solo and self._runner.can_isolate)
+
+        def start() -> Sequence[object]:
+            return self._jobs.start_many(self._worker_id, items, isolated=isolated)
+
+        try:
+            (reply,) = self._outage.call("start", start, self._give_up)
+        except ServerUnavailable:
+            return False  # unmarked: the reaper returns it free
+        if isinstance(reply, Exception):  # StaleToken: someone else holds it now
+            lease.lost = str(reply)
+        else:
+            lease.armed = True
+        return True
+
+    def _process(self, lease: Lease, slot: int) -> None:
+        lease.begin_run(self._worker_id)  # now: marking it may have taken a round trip
+        lease.slot = slot
+        try:
+            outcome = self._runner.run(
+                slot, lease.key, lease.claimed, lease.solo, self._time_limit(lease)
+            )
+        except (TimeLimitExceeded, Cancelled) as exc:  # a soft stop landing as the run ended
+            outcome = stopped_failure(type(exc), "stopped as it ended")
+        lease.elapsed_ms = (time.monotonic() - lease.started) * 1000
+        self._ledger.ran(lease, lease.elapsed_ms)
+        if type(outcome) is Success and not (
+            lease.abandoned or lease.lost or lease.released or lease.cancelled
+        ):  # the common case first: this is every job's path
+            self._completions.add(lease, outcome.result)
+        elif lease.abandoned:
+            lease.log(
+                self._worker_id,
+                "finally returned after it was abandoned; outcome discarded",
+                outcome="late",
+            )
+        elif lease.lost or lease.released:
+            self._endings.discard(lease)
+        elif lease.cancelled and not isinstance(outcome, Success):
+            self._endings.fail(lease, stopped_failure(Cancelled, lease.cancelled))
+        elif isinstance(outcome, Crashed):
+            self._endings.crashed(lease, outcome)
+        elif isinstance(outcome, Success):
+            self._completions.add(lease, outcome.result)
+        else:
+            self._endings.fail(lease, outcome)
+
+    def _time_limit(self, lease: Lease) -> float:
+        """Seconds the run may take (0: no limit): the job's own, capped by the worker's."""
+        own = lease.claimed.job.timeout_ms / 1000 if lease.claimed.job else 0.0
+        cap = self._time_limit_s
+        if own and cap:
+            return min(own, cap)
+        return own or cap
+
+    def _abandon(self, key: Key, failure: Failure) -> None:
+        """A run in a thread outlived its soft stop (stuck in C code): record its failure
+        now and give its slot to a new thread; the stuck one ends when the call returns."""
+        lease = self._ledger.get(key)
+        if lease is None or lease.finishing:
+            return
+        lease.abandoned = True
+        logger.error(
+            "job %s %s: %s; its thread is stuck", lease.claimed.id, lease.task, failure.summary
+        )
+        self._endings.fail(lease, failure)
+        self._start(lease.slot)

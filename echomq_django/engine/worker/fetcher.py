@@ -1,0 +1,177 @@
+"""The fetcher: the thread that claims jobs for the worker's executors.
+
+It claims in batches (one script call leases many jobs), as many as the read-ahead
+policy asks (``readahead``), from the queues in order (the first has precedence).
+When no queue has work it waits on the server (``waiting.IdleWait``) instead of
+polling. A claim whose reply was lost is asked again under the same claim id, and
+the server answers with the jobs it already leased for it (claim.lua).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from ..errors import EchoMQError, ServerUnavailable
+from ..jobs import Claim, Claimed, Jobs
+from ..outage import Outage
+from .heartbeat import Alarm
+from .lease import Lease
+from .ledger import Ledger
+from .stats import Tally
+from .waiting import IdleWait
+
+logger = logging.getLogger("echomq.worker")
+
+
+class Fetcher:
+    def __init__(
+        self,
+        jobs: Jobs,
+        ledger: Ledger,
+        idle: IdleWait,
+        alarm: Alarm,
+        tally: Tally,
+        outage: Outage,
+        worker_id: str,
+        *,
+        queues: Sequence[str],
+        lease_ms: int,
+        isolated: bool,
+        burst: bool,
+        max_jobs: int | None,
+        stopping: threading.Event,
+        on_fatal: Callable[[str], None],
+    ) -> None:
+        self._jobs = jobs
+        self._ledger = ledger
+        self._idle = idle
+        self._alarm = alarm
+        self._tally = tally
+        self._outage = outage
+        self._worker_id = worker_id
+        self._queues = list(queues)
+        self._lease_ms = lease_ms
+        self._isolated = isolated  # process mode: every run is in a child
+        self._burst = burst
+        self._max_jobs = max_jobs
+        self._stopping = stopping
+        self._on_fatal = on_fatal
+        # Claim ids never repeat, not even for a worker restarted under the same name
+        # (a replay would return the old claim's jobs instead of new ones).
+        self._claim_prefix = f"{secrets.token_hex(8)}."
+        self._claim_seq = 0
+        self._claim_ids: dict[str, str] = {}  # queue -> the id of a claim to replay
+        self._thread = threading.Thread(target=self._loop, name="echomq-fetcher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        try:
+            while want := self._ledger.wait_for_room(self._stopping, self._quota):
+                empty_before = self._ledger.held_count() == 0
+                try:
+                    claimed, next_due = self._claim_round(want)
+                except ServerUnavailable as exc:
+                    self._stopping.wait(self._outage.down(exc, "claim"))
+                    continue
+                except EchoMQError as exc:  # e.g. BUSY (another script), OOM: try again soon
+                    logger.error("claim failed: %s; retrying in 1s", exc)
+                    self._stopping.wait(1.0)
+                    continue
+                self._outage.up()
+                if claimed:
+                    continue
+                if self._burst and empty_before:
+                    logger.info("burst: the queues are empty and nothing is running")
+                    return
+                if not self._burst:
+                    self._idle.block(next_due)
+                else:  # burst with jobs still running: they may retry into pending
+                    self._ledger.wait_for_let_go(1.0)
+        except BaseException as exc:
+            logger.exception("the fetcher failed; stopping the worker")
+            self._on_fatal(f"the fetcher failed: {type(exc).__name__}: {exc}")
+
+    def _quota(self) -> int:
+        """Jobs still allowed by max_jobs (a large number when there is no limit)."""
+        if self._max_jobs is None:
+            return 1 << 30
+        return max(0, self._max_jobs - self._tally.stats.claimed)
+
+    def _claim_round(self, want: int) -> tuple[int, tuple[int, str] | None]:
+        """Claim from the queues in order until ``want`` jobs are claimed.
+
+        Returns how many jobs were claimed, and when the earliest scheduled job of
+        the queues is due: (milliseconds from now on the server clock, its queue).
+        """
+        got, next_due = 0, None
+        for name in self._queues:
+            if got >= want:
+                break
+            sent = time.monotonic()
+            claim = self._jobs.claim(
+                name,
+                self._worker_id,
+                count=want - got,
+                lease_ms=self._lease_ms,
+                claim_id=self._claim_id(name),
+                # All of them: each starts within the read-ahead budget (50 ms of work),
+                # and a job marked started that had not yet run when this process died
+                # only comes back solo, never charged (reap.lua).
+                start_now=want - got,
+                isolated=self._isolated,
+            )
+            del self._claim_ids[name]  # answered: the next claim is a new one
+            if claim.next_due_ms is not None:
+                delta = claim.next_due_ms - claim.now_ms
+                if next_due is None or delta < next_due[0]:
+                    next_due = (delta, name)
+            if claim.jobs:
+                got += len(claim.jobs)
+                self._hold(claim, sent)
+        return got, next_due
+
+    def _claim_id(self, queue: str) -> str:
+        """The claim's name: kept until the claim is answered, so that a claim whose
+        reply was lost is asked again under it and returns its jobs (claim.lua)."""
+        if queue not in self._claim_ids:
+            self._claim_seq += 1
+            self._claim_ids[queue] = f"{self._claim_prefix}{self._claim_seq}"
+        return self._claim_ids[queue]
+
+    def _hold(self, claim: Claim, sent: float) -> None:
+        leases = [
+            Lease(
+                c,
+                self._granted_lease_ms(claim, c),
+                renewed_at=sent,
+                claimed_at=sent,
+                armed=c.job is not None and c.job.started,
+                armed_at_claim=c.job is not None and c.job.started,
+                solo=c.job is not None and c.job.solo,
+                server_us=claim.now_ms * 1000,
+            )
+            for c in claim.jobs
+        ]
+        self._tally.add("claimed", len(leases))
+        self._ledger.hold(leases)
+        # A shorter lease than those held: the heartbeat must wake earlier.
+        self._alarm.renew_by(min(lease.renewal_time() for lease in leases), wake=True)
+
+    def _granted_lease_ms(self, claim: Claim, claimed: Claimed) -> int:
+        """The lease the claim script granted (it falls back to ours for a bad row value)."""
+        deadline = claimed.job.lease_deadline if claimed.job else None
+        if deadline is None or deadline <= claim.now_ms:
+            return self._lease_ms
+        return deadline - claim.now_ms

@@ -1,0 +1,203 @@
+"""The heartbeat: the thread that keeps every held lease alive.
+
+It renews each lease at a third of its length (``Jobs.extend_many``, one call,
+token-fenced), and a running job's at least every second, which is how a cancel
+reaches it. It also sends completions that waited over FLUSH_AGE_S, enforces time
+limits (``Runner.watch``), gives back read-ahead jobs stuck behind a slow one,
+refreshes the worker registry and cuts a hung blocking read. It is its own
+thread, and in process mode task code runs elsewhere, so no task can starve it.
+
+A lease the heartbeat finds lost (``StaleToken``: reaped, then claimed by someone
+else) is logged as such, apart from task failures, and its outcome is discarded:
+the worker never completes a job over its new holder; the fence would refuse it
+anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+
+from ..errors import Cancelled, CancelRequested, ServerUnavailable, StaleToken
+from ..jobs import Jobs
+from ..outage import Outage
+from .completions import Completions
+from .endings import Endings
+from .lease import Lease
+from .ledger import Ledger
+from .running import Runner
+from .stats import Tally
+
+logger = logging.getLogger("echomq.worker")
+
+STAMP_AFTER_S = 0.05  # a run still going after this long gets its start time stamped
+GIVE_BACK_CHECK_S = 0.05  # how often the heartbeat looks for stuck read-ahead jobs
+
+
+class Alarm:
+    """When the heartbeat must next look at the leases, and its wake-up: set by whoever
+    learns of a sooner renewal (a claim, a job starting) or of a batch to send. The
+    heartbeat scans the held leases only when one may need renewing: with a large
+    read-ahead it does not wake for every flush."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._renew_at = math.inf  # monotonic: no held lease needs renewing before this
+        self.wake_up = threading.Event()
+
+    def renew_by(self, at: float, *, wake: bool = False) -> None:
+        if at < self._renew_at:
+            with self._lock:
+                self._renew_at = min(self._renew_at, at)
+            if wake:
+                self.wake_up.set()
+
+    def renew_at(self) -> float:
+        return self._renew_at
+
+    def due(self, now: float) -> bool:
+        """A renewal is due: the next one is unknown until the heartbeat's scan."""
+        with self._lock:
+            if now < self._renew_at:
+                return False
+            self._renew_at = math.inf
+            return True
+
+
+class Heartbeat:
+    def __init__(
+        self,
+        jobs: Jobs,
+        ledger: Ledger,
+        runner: Runner,
+        completions: Completions,
+        endings: Endings,
+        alarm: Alarm,
+        tally: Tally,
+        outage: Outage,
+        *,
+        stopping: threading.Event,
+        registry: Callable[[], None],
+        registry_interval_s: float,
+        watchdog: Callable[[float], None],
+    ) -> None:
+        self._jobs = jobs
+        self._ledger = ledger
+        self._runner = runner
+        self._completions = completions
+        self._endings = endings
+        self._alarm = alarm
+        self._tally = tally
+        self._outage = outage
+        self._stopping = stopping
+        self._registry = registry  # refresh this worker's registry entry
+        self._registry_interval_s = registry_interval_s
+        self._watchdog = watchdog  # cut a hung blocking read
+        self._done = threading.Event()
+        self._next_give_back_check = 0.0
+        self._thread = threading.Thread(target=self._loop, name="echomq-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._alarm.wake_up.set()
+        self._thread.join(5)
+
+    def _loop(self) -> None:
+        next_registry = 0.0
+        while not self._done.is_set():
+            now = time.monotonic()
+            try:
+                retry_soon = not self._renew_due(now)
+            except Exception:  # this thread keeps every lease alive: it must not die
+                logger.exception("renewing leases failed")
+                retry_soon = True
+            if self._completions.is_due(now):
+                self._completions.flush(patient=False)  # short jobs' results wait on no slow one
+            watch_in = self._runner.watch(now)
+            self._give_back_stuck(now)
+            if now >= next_registry:
+                self._registry()
+                next_registry = now + self._registry_interval_s
+            self._watchdog(now)
+            wait = min(self._next_wake(now, next_registry), watch_in)
+            self._alarm.wake_up.wait(0.1 if retry_soon else wait)
+            self._alarm.wake_up.clear()
+
+    def _renew_due(self, now: float) -> bool:
+        """Extend every lease past a third of its length. False if the server was unreachable."""
+        if not self._alarm.due(now):
+            return True
+        due, next_at = self._ledger.due_for_renewal(now, STAMP_AFTER_S)
+        self._alarm.renew_by(next_at)
+        if not due:
+            return True
+        try:
+            self._extend(due)
+        except ServerUnavailable:
+            return False
+        finally:  # renewed: a third of a lease on; refused or unsent: at once, on the next beat
+            for lease in due:
+                if not lease.lost:
+                    self._alarm.renew_by(lease.renewal_time())
+        return True
+
+    def _extend(self, due: list[Lease]) -> None:
+        sent = time.monotonic()
+        items = [(le.claimed.queue, le.claimed.id, le.claimed.token, le.lease_ms) for le in due]
+        ran_us = [le.ran_us() if self._ledger.is_running(le) else -1 for le in due]
+        try:
+            replies = self._jobs.extend_many(items, ran_us=ran_us)
+        except ServerUnavailable as exc:
+            self._outage.down(exc, "extend")
+            raise
+        for lease, reply, us in zip(due, replies, ran_us):
+            if isinstance(reply, CancelRequested):
+                if not (lease.cancelled or lease.finishing):
+                    lease.cancelled = str(reply) or "cancelled by an operator"
+                    logger.warning("job %s %s: cancelled (%s); stopping it", lease.claimed.id,
+                                   lease.task, lease.cancelled)  # fmt: skip
+                    self._runner.stop(lease.key, Cancelled)
+            elif isinstance(reply, StaleToken):
+                if not lease.finishing:  # a finished job's complete may simply have won the race
+                    lease.lost = str(reply)
+                    self._tally.add("lost")
+                    logger.warning(
+                        "job %s %s: lease lost (%s); the task keeps running but its outcome "
+                        "will be discarded",
+                        lease.claimed.id,
+                        lease.task,
+                        reply,
+                    )
+            elif isinstance(reply, Exception):
+                logger.error("job %s: extend failed: %r", lease.claimed.id, reply)
+            else:
+                lease.renewed_at = sent
+                lease.stamped = lease.stamped or us >= 0
+
+    def _next_wake(self, now: float, next_registry: float) -> float:
+        due = [self._alarm.renew_at(), next_registry, now + 1.0]
+        flush_at = self._completions.due_at()
+        if flush_at is not None:
+            due.append(flush_at)
+        return max(0.005, min(due) - now)
+
+    def _give_back_stuck(self, now: float) -> None:
+        """Release read-ahead jobs stuck behind a slow one, so another worker runs them.
+
+        Read-ahead is sized by the average duration, which cannot know that the
+        next job is slow; without this, short jobs would sit leased here, unrun,
+        for as long as the slow one takes.
+        """
+        if now < self._next_give_back_check or self._stopping.is_set():
+            return
+        self._next_give_back_check = now + GIVE_BACK_CHECK_S
+        stuck = self._ledger.stuck(now)
+        if stuck:
+            logger.info("giving back %d job(s) waiting behind a slow one", len(stuck))
+            self._endings.release(*stuck)

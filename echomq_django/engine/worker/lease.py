@@ -1,0 +1,112 @@
+"""A job the worker holds, from its claim until its outcome is stored.
+
+The one record the worker's parts share: the fetcher creates it, an executor runs
+it, the heartbeat renews it, and whichever part ends it logs its event line. Each
+flag is set by one part and read by the others (plain attribute stores: atomic).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from ..events import failure_traceback, log_job
+from ..jobs import Claimed
+from ..outcome import Failure
+from .children import Key
+
+CANCEL_CHECK_S = 1.0  # a running job's lease is renewed at least this often
+
+
+@dataclass(eq=False, slots=True)
+class Lease:
+    """A job this worker holds, from claim until its outcome is stored."""
+
+    claimed: Claimed
+    lease_ms: int
+    renewed_at: float  # monotonic time just before the call that set the current deadline
+    claimed_at: float = 0.0
+    armed: bool = False  # marked started on the server (claim or start): it may run
+    armed_at_claim: bool = False  # the claim marked it: its snapshot lists this run already
+    solo: bool = False  # it was running when a worker died: it runs alone (reap.lua)
+    server_us: int = 0  # the server's clock at the claim (µs), read at monotonic `claimed_at`
+    stamped: bool = False  # the server holds this run's start time
+    started: float = 0.0
+    elapsed_ms: float = 0.0  # how long the handler ran
+    finishing: bool = False  # the outcome is on its way: a refused extend means nothing
+    queued: bool = False  # its completion waits in the batch (it needs no executor)
+    lost: str = ""  # why the heartbeat found the lease lost
+    released: bool = False
+    abandoned: bool = False  # stuck past its time limit: failed, its slot given to a new thread
+    slot: int = 0  # the executor running it
+    cancelled: str = ""  # an operator's reason: the task is being stopped
+    key: Key = field(init=False)  # (queue, id, token): this lease
+
+    def __post_init__(self) -> None:
+        # A job may come back to this worker (released, reaped): its token tells the two apart.
+        self.key = (self.claimed.queue, self.claimed.id, self.claimed.token)
+
+    @property
+    def task(self) -> str:
+        return self.claimed.job.task if self.claimed.job else "?"
+
+    def begin_run(self, worker_id: str) -> None:
+        """The run starts now: the row snapshot the handler sees says so, as the server
+        will once it is stamped (one time conversion: the claim's server clock plus
+        the monotonic time since)."""
+        self.started = time.monotonic()
+        job = self.claimed.job
+        if job is None:
+            return
+        now_us = self.server_us + int((self.started - self.claimed_at) * 1_000_000)
+        if not self.armed_at_claim:
+            job.worker_ids = (*job.worker_ids, worker_id)
+        job.last_attempted_at = now_us
+        if job.started_at is None:
+            job.started_at = now_us
+
+    def ran_us(self) -> int:
+        """How long ago its run began, for the server to stamp it; -1 once stamped."""
+        if self.stamped or not self.started:
+            return -1
+        return int((time.monotonic() - self.started) * 1_000_000)
+
+    def renewal_time(self) -> float:
+        """When the lease is a third through: the heartbeat extends it then. A running
+        job's is renewed at least every CANCEL_CHECK_S: the renewal is how a cancel
+        reaches it."""
+        every = self.lease_ms / 3000
+        if self.started:
+            every = min(every, CANCEL_CHECK_S)
+        return self.renewed_at + every
+
+    def log(
+        self,
+        worker_id: str,
+        what: str,
+        level: int = logging.WARNING,
+        *,
+        outcome: str,
+        failure: Failure | None = None,
+        retry_in_ms: int | None = None,
+    ) -> None:
+        """Its event line (engine/events.py). A failure's traceback goes with it unless
+        the Django layer ended the task (``retry`` False): its logger printed it then."""
+        claimed = self.claimed
+        job = claimed.job
+        log_job(
+            level,
+            job_id=claimed.id,
+            task=self.task,
+            queue=claimed.queue,
+            attempt=claimed.token - (job.refunds if job else 0),
+            max_attempts=job.max_attempts if job else 0,
+            duration_ms=self.elapsed_ms,
+            outcome=outcome,
+            worker=worker_id,
+            error=failure.summary if failure else "",
+            retry_in_ms=retry_in_ms,
+            detail=what,
+            traceback=failure_traceback(failure.error) if failure and failure.retry else "",
+        )

@@ -1,0 +1,254 @@
+"""The leases one worker holds, and where each is: the state its threads share.
+
+A held lease is *ready* (claimed, not started, in claim order), *running*, or
+*finished* (its outcome is queued or on its way), until it is let go. The ledger is
+the only owner of these sets, behind one lock, and it keeps the rule of who may
+start next: a solo job (it was running when a worker died) runs in a child of its
+own when there is one, else alone in this process, and nothing starts beside it
+(reap.lua then charges a crash to it alone).
+
+Each wait is for one event, on its own condition:
+
+* ``work``: a job may start (executors wait in ``take``);
+* ``room``: a claim is worth making (the fetcher waits in ``wait_for_room``);
+* ``let_go``: a held job was let go (the shutdown's drain, a burst's wait).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from . import readahead
+from .children import Key
+from .lease import Lease
+
+
+class Ledger:
+    def __init__(self, slots: int, *, can_isolate: bool) -> None:
+        self.slots = slots
+        self._can_isolate = can_isolate  # a solo job can run in a child of its own
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._room = threading.Condition(self._lock)
+        self._let_go = threading.Condition(self._lock)
+        self._held: dict[Key, Lease] = {}
+        # Started and not finished: at most one per slot, so read-ahead sizing need not
+        # scan the whole read-ahead.
+        self._running: set[Lease] = set()
+        self._ready: deque[Lease] = deque()
+        self._queued = 0  # held leases whose completion waits in the batch
+        self._closing = False  # executors return once the ready jobs are gone
+        self._solo: Lease | None = None  # a solo job taken: nothing else starts meanwhile
+        self._solo_held = 0  # solo jobs held: the fetcher claims nothing more meanwhile
+        self._avg_ms: float | None = None  # moving average of handler durations
+        self._read_ahead = slots  # the fetcher's last target
+        self._fetcher_waiting = False
+
+    def hold(self, leases: list[Lease]) -> None:
+        """The fetcher claimed these: they are ready to run, in this order."""
+        with self._lock:
+            for lease in leases:
+                self._held[lease.key] = lease
+                self._solo_held += lease.solo
+            self._ready.extend(leases)
+            self._work.notify(len(leases))
+
+    def wait_for_room(self, stopping: threading.Event, quota: Callable[[], int]) -> int:
+        """Wait until a batch is worth claiming; how many to claim (0: stop claiming)."""
+        with self._lock:
+            while True:
+                left = quota()
+                if stopping.is_set() or left == 0:
+                    return 0
+                self._read_ahead = self._target()
+                if self._solo_held == 0 and self._worth_claiming():
+                    return min(self._read_ahead - self._unfinished(), left, readahead.CLAIM_STEP)
+                self._fetcher_waiting = True
+                self._room.wait(0.5)
+                self._fetcher_waiting = False
+
+    def take(self, idle: Callable[[], bool]) -> Lease | None:
+        """The next claimed job to run, in claim order; None once closed and drained.
+        Nothing to run: ``idle()`` first (True: it did something, look again), then wait."""
+        while True:
+            with self._lock:
+                lease = self._next_ready()
+                if lease is not None:
+                    return lease
+                if self._closing and not self._ready:
+                    return None
+                nothing_ready = not self._ready
+            if nothing_ready and idle():
+                continue
+            with self._lock:
+                if not self._closing and not (self._ready and self._may_start_next()):
+                    self._work.wait(0.5)
+
+    def end_solo(self, lease: Lease) -> None:
+        if self._solo is lease:
+            with self._lock:
+                self._solo = None
+                self._work.notify_all()
+
+    def ran(self, lease: Lease, elapsed_ms: float) -> None:
+        """Its handler returned (or its process died): it runs no more."""
+        with self._lock:
+            self._running.discard(lease)
+            avg = self._avg_ms
+            self._avg_ms = elapsed_ms if avg is None else 0.8 * avg + 0.2 * elapsed_ms
+
+    def queue(self, lease: Lease) -> bool:
+        """Its completion waits in the batch: it needs no slot. True if no other job is
+        ready to start here (then nothing else would flush the batch soon)."""
+        with self._lock:
+            self._running.discard(lease)
+            if not lease.queued:
+                lease.queued = True
+                self._queued += 1
+            return not self._ready
+
+    def forget(self, *leases: Lease) -> None:
+        """Let go of held jobs; the waiters are woken once, not once per job."""
+        with self._lock:
+            self._running.difference_update(leases)
+            gone = [lease for lease in leases if self._held.pop(lease.key, None) is not None]
+            self._solo_held -= sum(lease.solo for lease in gone)
+            self._queued -= sum(lease.queued for lease in gone)
+            if gone:
+                self._room.notify_all()
+                self._let_go.notify_all()
+
+    def get(self, key: Key) -> Lease | None:
+        return self._held.get(key)
+
+    def is_running(self, lease: Lease) -> bool:
+        return lease in self._running
+
+    def running_ids(self) -> list[str]:
+        with self._lock:
+            return [lease.claimed.id for lease in self._running]
+
+    def held_count(self) -> int:
+        return len(self._held)
+
+    def has_ready(self) -> bool:
+        return bool(self._ready)
+
+    def due_for_renewal(self, now: float, stamp_after_s: float) -> tuple[list[Lease], float]:
+        """The leases to extend now (a third through, or a run going on for
+        ``stamp_after_s`` whose start the server does not hold yet), and when the next
+        one is due."""
+        due: list[Lease] = []
+        next_at = float("inf")
+        with self._lock:
+            for lease in self._held.values():
+                if not (lease.lost or lease.released):
+                    at = lease.renewal_time()
+                    if at <= now:
+                        due.append(lease)
+                    elif at < next_at:
+                        next_at = at
+            # A run going on for a while gets its start time on the server now, not at
+            # its end: its result shows when it started while it runs.
+            for lease in self._running:
+                if lease not in due and not lease.stamped and not lease.lost:
+                    at = lease.started + stamp_after_s
+                    if at <= now:
+                        due.append(lease)
+                    elif at < next_at:
+                        next_at = at
+        return due, next_at
+
+    def stuck(self, now: float) -> list[Lease]:
+        """Ready jobs waiting longer than readahead.GIVE_BACK_S (behind a slow one):
+        marked released, so that an executor that takes one skips it."""
+        with self._lock:
+            stuck = [
+                lease
+                for lease in self._held.values()
+                if not (lease.started or lease.released)
+                and now - lease.claimed_at > readahead.GIVE_BACK_S
+            ]
+            for lease in stuck:
+                lease.released = True
+        return stuck
+
+    def take_ready(self) -> list[Lease]:
+        """Every job claimed but not started (a stop gives them back)."""
+        with self._lock:
+            ready = [lease for lease in self._ready if not lease.released]
+            self._ready.clear()
+        return ready
+
+    def unfinished(self) -> list[Lease]:
+        """Held leases whose outcome is not on its way (their task may still run)."""
+        with self._lock:
+            return [lease for lease in self._held.values() if not lease.finishing]
+
+    def wait_for_let_go(self, timeout: float) -> None:
+        with self._lock:
+            if self._held:
+                self._let_go.wait(timeout)
+
+    def drain(self, deadline: Callable[[], float | None]) -> bool:
+        """Wait until nothing is held; False once ``deadline()`` (monotonic) has passed."""
+        with self._lock:
+            while self._held:
+                end = deadline()
+                if end is not None and end <= time.monotonic():
+                    return False
+                wait = 0.2 if end is None else min(end - time.monotonic(), 0.2)
+                self._let_go.wait(max(wait, 0.0))
+        return True
+
+    def close(self) -> None:
+        """Executors return once the ready jobs are gone."""
+        with self._lock:
+            self._closing = True
+            self._work.notify_all()
+
+    def _next_ready(self) -> Lease | None:
+        """Pop the lease to run next, if one may start now. Called with the lock held."""
+        ready = self._ready
+        while ready:
+            lease = ready[0]
+            if lease.released:
+                ready.popleft()  # given back meanwhile (a stuck read-ahead job)
+                continue
+            if not self._may_start_next():
+                return None
+            ready.popleft()
+            if lease.solo:
+                self._solo = lease
+            lease.started = time.monotonic()  # give-back leaves it alone now
+            self._running.add(lease)
+            if self._fetcher_waiting and self._worth_claiming():
+                self._room.notify_all()
+            return lease
+        return None
+
+    def _may_start_next(self) -> bool:
+        """The first ready job may start now. Called with the lock held."""
+        lease = self._ready[0]
+        if lease.released:
+            return True
+        if self._solo is not None and (lease.solo or not self._can_isolate):
+            return False  # a solo job runs: nothing else starts (no child), or no second one
+        return not (lease.solo and self._running and not self._can_isolate)
+
+    def _unfinished(self) -> int:
+        """Held jobs not yet finished: a finished one waits for its completion, not for
+        a slot. Called with the lock held."""
+        return len(self._held) - self._queued
+
+    def _worth_claiming(self) -> bool:
+        free = self._read_ahead - self._unfinished()
+        return readahead.worth_claiming(free, self._read_ahead, not self._ready)
+
+    def _target(self) -> int:
+        now = time.monotonic()
+        longest = max(((now - lease.started) * 1000 for lease in self._running), default=0.0)
+        return readahead.target(self.slots, self._avg_ms, longest)

@@ -1,0 +1,235 @@
+"""The idle wait: when no queue has work, the fetcher blocks on the server until an
+enqueue wakes it (BZPOPMIN on the queues' wake keys, on a connection of its own) or
+the next scheduled job is due. It never polls in a sleep loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from ..errors import EchoMQError
+from ..jobs import Jobs
+from ..keyspace import QueueKeys
+
+logger = logging.getLogger("echomq.worker")
+
+BLOCK_SLACK_S = 2.0  # socket_timeout = block timeout + this: a hung read cannot wedge us
+
+
+class IdleWait:
+    """The fetcher's wait for work, on a single server or a cluster."""
+
+    def __init__(
+        self, jobs: Jobs, queues: Sequence[str], block_s: float, stopping: threading.Event
+    ) -> None:
+        self._jobs = jobs
+        self._keys = [QueueKeys.of(q).wake for q in queues]
+        self._block_s = block_s
+        self._stopping = stopping
+        self._blocker: redis.Redis | None = None
+        self._blocking_since: float | None = None  # for the watchdog
+        self.waiting = False
+        # On a cluster one blocking call cannot span the queues' slots: a waiter per queue.
+        self._waiters = (
+            QueueWaiters(jobs.connector.client, queues, block_s + BLOCK_SLACK_S)
+            if jobs.connector.is_cluster
+            else None
+        )
+
+    def block(self, next_due: tuple[int, str] | None) -> None:
+        """Wait on the server until a queue is woken or the next scheduled job is due.
+
+        A server checks blocking timeouts only on its ``hz`` tick (100 ms by
+        default), too coarse for a due time. So when a scheduled job is due before
+        the block would end anyway, a local alarm promotes it at its time
+        (``Jobs.promote``, one script call), and the promotion's wake-up ends the
+        block: the job starts within a few ms of due, without a reaper.
+        """
+        timeout, alarm = self._block_s, None
+        if next_due is not None and next_due[0] / 1000 < timeout:
+            wait_ms, queue = max(next_due[0], 0), next_due[1]
+            timeout = max(wait_ms, 1) / 1000
+            alarm = threading.Timer((wait_ms + 1) / 1000, self._promote, (queue,))
+            alarm.daemon = True
+            alarm.start()
+        self.waiting = True
+        try:
+            if self._waiters is not None:
+                self._waiters.wait(timeout)
+                return
+            blocker = self._blocking_client()
+            self._blocking_since = time.monotonic()
+            if not self._stopping.is_set():  # stop() may have come just before the block
+                blocker.bzpopmin(self._keys, timeout)
+        except redis.RedisError as exc:
+            if not self._stopping.is_set():
+                # Down, failed over, or refused (e.g. an ACL without BZPOPMIN): wait
+                # out the timeout instead, so a broken blocking read never spins.
+                logger.debug("blocking wait failed (%s); waiting %.2fs instead", exc, timeout)
+                self.close()
+                self._stopping.wait(timeout)
+        finally:
+            self.waiting = False
+            self._blocking_since = None
+            if alarm is not None:
+                alarm.cancel()
+
+    def watchdog(self, now: float) -> None:
+        """Cut a blocking read that outlived its own timeout (a half-open connection)."""
+        since = self._blocking_since
+        if since is not None and now - since > self._block_s + 2 * BLOCK_SLACK_S:
+            logger.warning("a blocking read hung for %.1fs; reconnecting", now - since)
+            self.interrupt()
+
+    def interrupt(self) -> None:
+        if self._waiters is not None:
+            self._waiters.interrupt()
+        blocker = self._blocker
+        if blocker is not None:
+            blocker.connection_pool.disconnect()
+
+    def close(self) -> None:
+        if self._waiters is not None:
+            self._waiters.close()
+        blocker, self._blocker = self._blocker, None
+        if blocker is not None:
+            blocker.close()
+
+    def _promote(self, queue: str) -> None:
+        try:
+            self._jobs.promote(queue, limit=100)
+        except EchoMQError as exc:  # the block's own timeout still ends the wait
+            logger.debug("promote at due time failed: %s", exc)
+
+    def _blocking_client(self) -> redis.Redis:
+        """A client of our own for blocking reads, whose socket times out after the block."""
+        if self._blocker is None:
+            self._blocker = blocking_client(
+                self._jobs.connector.client,
+                self._keys[0],
+                socket_timeout=self._block_s + BLOCK_SLACK_S,
+            )
+        return self._blocker
+
+
+def blocking_client(
+    client: redis.Redis | redis.RedisCluster, key: str, *, socket_timeout: float
+) -> redis.Redis:
+    """A one-connection client like ``client`` (for ``key``'s node on a cluster).
+
+    Blocking reads get their own connection so they never hold one that scripts
+    need, and a socket timeout just above the block timeout, so a read that a
+    failover left hanging fails instead of waiting for ever.
+    """
+    if isinstance(client, redis.RedisCluster):
+        node = client.get_node_from_key(key)
+        pool = node.redis_connection.connection_pool
+    else:
+        pool = client.connection_pool
+    kwargs = dict(pool.connection_kwargs)
+    kwargs.update(socket_timeout=socket_timeout, retry=Retry(NoBackoff(), 0))
+    return redis.Redis(
+        connection_pool=redis.ConnectionPool(connection_class=pool.connection_class, **kwargs)
+    )
+
+
+class QueueWaiters:
+    """The idle wait on a cluster: a thread per queue blocks on that queue's wake key.
+
+    One BZPOPMIN over the wake keys of several queues is a CROSSSLOT error on a
+    cluster (each queue is its own slot), so each queue gets a thread with its own
+    connection to the queue's node, and ``wait`` returns as soon as any of them is
+    woken: pick-up stays as fast as one blocking call on a single server.
+
+    The threads block only while the fetcher waits. A wake-up one of them still
+    takes after the fetcher went back to work is given back (ZADD) for another idle
+    worker, since this busy one would sit on it, which a standalone worker never does.
+    """
+
+    def __init__(self, client: redis.RedisCluster, queues: Sequence[str], socket_timeout: float):
+        self._client = client
+        self._keys = [QueueKeys.of(q).wake for q in queues]
+        self._socket_timeout = socket_timeout  # the block time plus slack: a hung read fails
+        self._block_s = 0.0
+        self._idle = threading.Event()  # the fetcher is waiting: the threads block
+        self._woken = threading.Event()  # a wake key was popped while it waited
+        self._closed = threading.Event()
+        self._blockers: dict[str, redis.Redis] = {}
+        self._threads: list[threading.Thread] = []
+
+    def wait(self, timeout: float) -> None:
+        """Return when one of the queues is woken, on ``interrupt``, or after ``timeout``."""
+        if not self._threads:
+            self._threads = [
+                threading.Thread(
+                    target=self._watch, args=(key,), name=f"echomq-wait-{i}", daemon=True
+                )
+                for i, key in enumerate(self._keys)
+            ]
+            for thread in self._threads:
+                thread.start()
+        self._block_s = timeout
+        self._idle.set()
+        self._woken.wait(timeout)
+        self._idle.clear()
+        self._woken.clear()  # the fetcher claims from every queue next: nothing is missed
+
+    def interrupt(self) -> None:
+        """End a ``wait`` now (a stop): wake the fetcher and cut the blocking reads."""
+        self._woken.set()
+        for blocker in self._blockers.copy().values():  # copy(): atomic, threads add to it
+            blocker.connection_pool.disconnect()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._idle.set()  # threads waiting for the next idle period see the close
+        self.interrupt()
+        for thread in self._threads:
+            thread.join(1.0)
+
+    def _watch(self, key: str) -> None:
+        while self._idle.wait() and not self._closed.is_set():
+            try:
+                self._wait_once(key)
+            except Exception as exc:  # this thread is the queue's wake-up: it must not die
+                if self._closed.is_set():
+                    break
+                logger.debug("blocking wait on %s failed (%s); retrying", key, exc)
+                self._drop(key)
+                if isinstance(exc, redis.exceptions.MovedError):
+                    # Resharded or failed over: the server ended the read naming the new
+                    # owner. Learn it and block there (after a breath: never spin).
+                    self._client.nodes_manager.move_slot(exc)
+                    self._closed.wait(0.05)
+                else:
+                    # Down: reconnect after a while; meanwhile the fetcher's own timeout
+                    # still ends its waits, so the queue is not stuck.
+                    self._closed.wait(self._socket_timeout)
+        self._drop(key)
+
+    def _drop(self, key: str) -> None:
+        blocker = self._blockers.pop(key, None)
+        if blocker is not None:
+            blocker.close()
+
+    def _wait_once(self, key: str) -> None:
+        if key not in self._blockers:
+            self._blockers[key] = blocking_client(
+                self._client, key, socket_timeout=self._socket_timeout
+            )
+        blocker = self._blockers[key]
+        popped = blocker.bzpopmin([key], max(self._block_s, 0.001))
+        if popped is None:
+            return
+        if self._idle.is_set():
+            self._woken.set()
+        else:
+            _, member, score = popped
+            blocker.zadd(key, {member: score})
