@@ -10,7 +10,7 @@ Starts its own servers (EmbeddedServer, EmbeddedCluster) and prints, for each:
 * no-op throughput of one burst worker (concurrency 4) over the three queues.
 
 Nothing here is asserted: the numbers are for people. The behaviour is tested in
-tests/scaleout/test_cluster_worker.py.
+tests/cluster/test_idle_wait.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import argparse
 import threading
 import time
 
-from bench.idle import percentile, wait_idle
+from bench.common import percentile
+from bench.idle import wait_idle
 from echomq_django.devserver import EmbeddedCluster, EmbeddedServer
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Claimed, Jobs, NewJob

@@ -38,14 +38,10 @@ from pathlib import Path
 import django
 from django.conf import settings
 
+from bench.common import percentile
 from echomq_django.devserver import EmbeddedServer
 
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def configure(databases: dict[str, dict], url: str) -> None:

@@ -1,10 +1,11 @@
-"""Run every measurement, libraries interleaved, and render the Markdown table.
+"""The harness: run every measurement, libraries interleaved, and write the report.
 
     python -m bench [--quick] [--libs rq,celery,...] [--reps N] [--output PATH]
 
 Phases run one after another; inside a phase, repetitions are the outer loop
 and libraries the inner one (A B C A B C ...), so drift hits all alike. Every
 figure is the median over the repetitions; ratios use medians of this run.
+The measurements are bench/measures.py, the tables bench/report.py.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ import platform
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
 import redis
 
-from bench import common, report, server, startup
+from bench import common, report, server
 from bench.adapters import ORDER, load
 from bench.adapters.base import Adapter
+from bench.figures import Labels, Skipped
+from bench.measures import PHASE_NAMES, PHASES, Phase, raw_limits
 
 
 @dataclass
@@ -67,7 +70,7 @@ QUICK = Config(
 @dataclass
 class Results:
     # samples[phase][lib_label] -> list of values (one per repetition)
-    samples: dict[str, dict[str, list]] = field(default_factory=dict)
+    samples: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     errors: dict[tuple[str, str], str] = field(default_factory=dict)  # (phase, label) -> message
     load: list[float] = field(default_factory=list)  # 1-min load average after each measurement
 
@@ -82,221 +85,60 @@ def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S', time.gmtime())}Z] {msg}", file=sys.stderr, flush=True)
 
 
-# -- the measurements ------------------------------------------------------------
-
-
-def m_enqueue_one(a: Adapter, cfg: Config, r: redis.Redis) -> dict:
-    common.reset(r)
-    t = a.enqueue_one(cfg.n_enqueue)
-    return {"rate": cfg.n_enqueue / t}
-
-
-def m_enqueue_async(a: Adapter, cfg: Config, r: redis.Redis) -> dict | None:
-    """``await task.aenqueue()`` one by one from an event loop (Django Tasks backends)."""
-    if not hasattr(a, "aenqueue_one"):
-        return None
-    common.reset(r)
-    return {"rate": cfg.n_enqueue / a.aenqueue_one(cfg.n_enqueue)}
-
-
-def m_enqueue_bulk(a: Adapter, cfg: Config, r: redis.Redis) -> dict | None:
-    common.reset(r)
-    t = a.enqueue_bulk(cfg.n_enqueue, cfg.batch)
-    return None if t is None else {"rate": cfg.n_enqueue / t}
-
-
-def _timed_run(r: redis.Redis, n: int, run: Callable[[], float]) -> dict:
-    """Rate of ``run()`` and the server's own CPU per job over it (µs, INFO cpu)."""
-    cpu = common.server_cpu(r)
-    rate = run()
-    return {"rate": rate, "srv_us": (common.server_cpu(r) - cpu) / n * 1e6}
-
-
-def _process(n_procs: int) -> Callable:
-    def m(a: Adapter, cfg: Config, r: redis.Redis, variant: Any) -> dict:
-        common.reset(r)
-        a.prefill(cfg.n_process)
-        r.config_resetstat()
-        return _timed_run(r, cfg.n_process, lambda: a.run_workers(cfg.n_process, n_procs, variant))
-
-    return m
-
-
-def m_supervised(a: Adapter, cfg: Config, r: redis.Redis, variant: Any) -> dict | None:
-    """One worker command with 2 task processes under its supervisor (``--processes 2``),
-    each child with the variant's concurrency."""
-    if not getattr(a, "supervisor_argv", None):
-        return None
-    common.reset(r)
-    a.prefill(cfg.n_process)
-    return _timed_run(r, cfg.n_process, lambda: a.run_supervised(cfg.n_process, 2, variant))
-
-
-def m_spawn(a: Adapter, cfg: Config, r: redis.Redis) -> dict:
-    """First job done after spawn: median of ``spawn_runs`` spawns (one job waiting)."""
-    runs = []
-    for _ in range(cfg.spawn_runs):
-        common.reset(r)
-        runs.append(a.first_job_seconds())
-    out: dict[str, Any] = {"s": common.median(runs)}
-    if a.key == "echomq":  # where its start-up goes (bench/startup.py)
-        common.reset(r)
-        a.prefill(1)
-        argv = a.worker_argv(0, latency=False)
-        for stage, secs in startup.one_run(a.url, argv).items():
-            out[f"stage_{stage}"] = secs
-        for module, ms in startup.heaviest_imports(argv, common.worker_env(a.url)):
-            out[f"{startup.IMPORT_PREFIX}{module}"] = ms
-    return out
-
-
-def m_count(a: Adapter, cfg: Config, r: redis.Redis) -> dict:
-    """Untimed: commandstats deltas + MONITOR for the share run inside scripts."""
-    n = cfg.n_count
-    common.reset(r)
-    mon = common.ScriptCallCounter(
-        r.connection_pool.connection_kwargs["host"], r.connection_pool.connection_kwargs["port"]
-    )
-    try:
-        lua0 = mon.mark(r, "start")
-        a.enqueue_one(n)
-        s1 = common.commandstats(r)
-        lua1 = mon.mark(r, "enqueued")
-        a.run_workers(n, 1, a.count_variant)
-        s2 = common.commandstats(r)
-        lua2 = mon.mark(r, "processed")
-    finally:
-        mon.close()
-    enq_total = common.library_calls(s1)
-    proc_total = common.library_calls(s2) - enq_total
-    enq_lua, proc_lua = lua1 - lua0, lua2 - lua1
-    delta = common.stats_delta(s2, s1)
-    return {
-        "enq_server": enq_total / n,
-        "enq_client": (enq_total - enq_lua) / n,
-        "proc_server": proc_total / n,
-        "proc_client": (proc_total - proc_lua) / n,
-        "enq_by_cmd": {k: v / n for k, v in s1.items() if k not in common.HARNESS_COMMANDS},
-        "proc_by_cmd": {
-            k: v / n for k, v in delta.items() if k not in common.HARNESS_COMMANDS and v
-        },
-    }
-
-
-def m_latency(a: Adapter, cfg: Config, r: redis.Redis) -> dict:
-    common.reset(r)
-    lat = a.pickup_latency(cfg.k_latency)
-    return {"p50": common.percentile(lat, 50), "p99": common.percentile(lat, 99)}
-
-
-def m_scale(a: Adapter, cfg: Config, r: redis.Redis) -> dict | None:
-    """Item 6, for adapters that have the optional methods (EchoMQ)."""
-    if not hasattr(a, "claim_complete_rate"):
-        return None
-    out: dict[str, float] = {}
-    common.reset(r)
-    out["small"] = a.claim_complete_rate(cfg.scale_small, cfg.scale_n)
-    common.reset(r)
-    out["large"] = a.claim_complete_rate(cfg.scale_large, cfg.scale_n)
-    if hasattr(a, "admin_page_seconds"):
-        common.reset(r)
-        out["admin_ms"] = a.admin_page_seconds(cfg.admin_size) * 1000.0
-    return out
-
-
-def raw_limits(url: str, cfg: Config) -> dict[str, float]:
-    """Item 5: redis-py against the same server, trivial script."""
-    r = common.client(url)
-    common.reset(r)
-    sha = r.script_load("return 1")
-    r.evalsha(sha, 0)
-    n = cfg.n_raw_seq
-    t = time.perf_counter()
-    for _ in range(n):
-        r.evalsha(sha, 0)
-    seq = n / (time.perf_counter() - t)
-    n, b = cfg.n_raw_pipe, cfg.raw_pipe_batch
-    p = r.pipeline(transaction=False)
-    t = time.perf_counter()
-    for _ in range(n // b):
-        for _ in range(b):
-            p.evalsha(sha, 0)
-        p.execute()
-    pipe = (n // b * b) / (time.perf_counter() - t)
-    r.close()
-    return {"seq": seq, "pipe": pipe}
-
-
-# -- orchestration ---------------------------------------------------------------
-
-
-PHASES = (
-    "raw", "enq1", "enqa", "enqbulk", "proc1", "proc2", "procsup", "spawn", "count", "lat", "scale",
-)  # fmt: skip
-
-
 def run(
-    cfg: Config, adapters: list[Adapter], url: str, res: Results, only: Sequence[str] = PHASES
-) -> report.Labels:
+    cfg: Config, adapters: list[Adapter], url: str, res: Results, only: Sequence[str] = PHASE_NAMES
+) -> Labels:
+    """Every phase in ``only``: repetitions outer, libraries (and their variants) inner."""
     r = common.client(url)
-    labels: report.Labels = {}  # adapter key -> list of (label, variant)
-    for a in adapters:
-        labels[a.key] = [(a.key if v is None else f"{a.key}:{v}", v) for v in a.variants]
-
-    def each_lib(phase: str, fn: Callable | None, with_variants: bool = False) -> None:
+    labels: Labels = {
+        a.key: [(a.key if v is None else f"{a.key}:{v}", v) for v in a.variants] for a in adapters
+    }
+    for phase in PHASES:
+        if phase.name not in only:
+            continue
+        log(f"phase {phase.name}")
         for rep in range(cfg.reps):
-            if phase == "raw":
-                try:
-                    out = raw_limits(url, cfg)
-                    for k, v in out.items():
-                        res.add(f"raw_{k}", "redis-py", v)
-                except Exception as e:
-                    res.errors[("raw", "redis-py")] = repr(e)
+            if phase.measure is None:
+                measure_raw(cfg, url, res)
                 continue
             for a in adapters:
-                targets = labels[a.key] if with_variants else [(a.key, None)]
-                for label, variant in targets:
-                    t = time.monotonic()
-                    try:
-                        out = fn(a, cfg, r, variant) if with_variants else fn(a, cfg, r)
-                    except Exception as e:
-                        msg = f"rep {rep + 1}: {type(e).__name__}: {e}"
-                        prev = res.errors.get((phase, label))
-                        res.errors[(phase, label)] = f"{prev}; {msg}" if prev else msg
-                        log(f"{phase} {label} rep {rep + 1}: FAILED {e}")
-                        traceback.print_exc(file=sys.stderr)
-                        continue
-                    if out is None:
-                        continue  # not applicable to this library
-                    res.load.append(os.getloadavg()[0])
-                    for k, v in out.items():
-                        res.add(f"{phase}_{k}", label, v)
-                    brief = ", ".join(
-                        f"{k}={v:,.2f}" for k, v in out.items() if isinstance(v, float)
-                    )
-                    log(f"{phase} {label} rep {rep + 1}: {brief} ({time.monotonic() - t:.1f}s)")
-
-    phases = [
-        ("raw", None, False),
-        ("enq1", m_enqueue_one, False),
-        ("enqa", m_enqueue_async, False),
-        ("enqbulk", m_enqueue_bulk, False),
-        ("proc1", _process(1), True),
-        ("proc2", _process(2), True),
-        ("procsup", m_supervised, True),
-        ("spawn", m_spawn, False),
-        ("count", m_count, False),
-        ("lat", m_latency, False),
-        ("scale", m_scale, False),
-    ]
-    for phase, fn, wv in phases:
-        if phase not in only:
-            continue
-        log(f"phase {phase}")
-        each_lib(phase, fn, wv)
+                for label, variant in labels[a.key] if phase.per_variant else [(a.key, None)]:
+                    measure_one(phase, a, label, variant, rep, cfg, r, res)
     common.reset(r)
     r.close()
     return labels
+
+
+def measure_raw(cfg: Config, url: str, res: Results) -> None:
+    try:
+        for k, v in raw_limits(url, cfg).items():
+            res.add(f"raw_{k}", "redis-py", v)
+    except Exception as e:
+        res.errors[("raw", "redis-py")] = repr(e)
+
+
+def measure_one(phase: Phase, a: Adapter, label: str, variant: Any, rep: int, cfg: Config,
+                r: redis.Redis, res: Results) -> None:  # fmt: skip
+    """One repetition of one phase on one library (variant): its figures, or its failure
+    (kept for the report's footnote; the other repetitions and libraries go on)."""
+    assert phase.measure is not None
+    t = time.monotonic()
+    try:
+        out = phase.measure(a, cfg, r, variant) if phase.per_variant else phase.measure(a, cfg, r)
+    except Exception as e:
+        msg = f"rep {rep + 1}: {type(e).__name__}: {e}"
+        prev = res.errors.get((phase.name, label))
+        res.errors[(phase.name, label)] = f"{prev}; {msg}" if prev else msg
+        log(f"{phase.name} {label} rep {rep + 1}: FAILED {e}")
+        traceback.print_exc(file=sys.stderr)
+        return
+    if out is None:
+        return  # not applicable to this library
+    res.load.append(os.getloadavg()[0])
+    for k, v in out.items():
+        res.add(f"{phase.name}_{k}", label, v)
+    brief = ", ".join(f"{k}={v:,.2f}" for k, v in out.items() if isinstance(v, float))
+    log(f"{phase.name} {label} rep {rep + 1}: {brief} ({time.monotonic() - t:.1f}s)")
 
 
 def _first_line(path: str, prefix: str) -> str:
@@ -314,15 +156,24 @@ def machine() -> str:
     return f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} CPUs, {ram}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+def _has_dist(name: str) -> bool:
+    try:
+        metadata.version(name)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, Config, list[str], list[str]]:
+    """The options, the run's Config, the libraries and the phases asked for (checked)."""
+    ap = argparse.ArgumentParser(prog="python -m bench", description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small N, a minute or so")
     ap.add_argument("--libs", default=",".join(ORDER), help="comma list, default: all")
     ap.add_argument("--reps", type=int, help="repetitions (default 3)")
     ap.add_argument(
         "--phases",
-        default=",".join(PHASES),
-        help=f"comma list of measurements to run, default: all ({', '.join(PHASES)})",
+        default=",".join(PHASE_NAMES),
+        help=f"comma list of measurements to run, default: all ({', '.join(PHASE_NAMES)})",
     )
     ap.add_argument(
         "--output",
@@ -338,76 +189,91 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown libraries {unknown}; known: {', '.join(ORDER)}")
     only = [p.strip() for p in args.phases.split(",") if p.strip()]
-    if set(only) - set(PHASES):
-        ap.error(f"unknown phases {sorted(set(only) - set(PHASES))}; known: {', '.join(PHASES)}")
+    if set(only) - set(PHASE_NAMES):
+        ap.error(
+            f"unknown phases {sorted(set(only) - set(PHASE_NAMES))}; known: {', '.join(PHASE_NAMES)}"
+        )
+    return args, cfg, wanted, only
 
+
+def set_up(wanted: list[str], url: str) -> tuple[list[Adapter], Skipped]:
+    """The adapters that could start against ``url``; the others with why they could not."""
+    adapters: list[Adapter] = []
+    skipped: Skipped = {}
+    for k in wanted:
+        a = load(k)
+        why = a.available()
+        if why:
+            skipped[k] = (a.name, why)
+            log(f"skip {a.name}: {why}")
+            continue
+        try:
+            a.setup(url)
+        except Exception as e:
+            skipped[k] = (a.name, f"setup failed: {type(e).__name__}: {e}")
+            log(f"skip {a.name}: setup failed: {e}")
+            traceback.print_exc(file=sys.stderr)
+            continue
+        adapters.append(a)
+    return adapters, skipped
+
+
+def tear_down(adapters: list[Adapter]) -> None:
+    for a in adapters:
+        try:
+            a.teardown()
+            a.harness.close()
+        except Exception:
+            pass
+
+
+def run_meta(adapters: list[Adapter], url: str, res: Results, t_start: float,
+             argv: list[str] | None) -> dict[str, Any]:  # fmt: skip
+    """What the report's header says about the run: when, where, on what, how."""
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "duration": f"{(time.monotonic() - t_start) / 60:.1f} min",
+        "machine": machine(),
+        "load": report.load_note(res.load),
+        "server": server.describe(url),
+        "client": f"Python {platform.python_version()}, "
+        + ", ".join(f"{d} {metadata.version(d)}" for d in ("redis", "hiredis") if _has_dist(d)),
+        "versions": {a.key: a.version() for a in adapters},
+        "command": " ".join(["bash bench/run.sh", *(sys.argv[1:] if argv is None else argv)]),
+    }
+
+
+def write_outputs(text: str, output: str, res: Results) -> None:
+    """The report to stdout and ``output`` (keeping sections other tools wrote), the raw
+    samples to bench/.work/results.json."""
+    print(text)
+    if output != "-":
+        kept = report.foreign_sections(output)
+        with open(output, "w") as f:
+            f.write(text + ("\n" + kept if kept else ""))
+        log(f"wrote {output}" + (" (kept the sections other tools wrote)" if kept else ""))
+    common.WORK_DIR.mkdir(parents=True, exist_ok=True)
+    with open(common.WORK_DIR / "results.json", "w") as f:
+        samples = {"samples": res.samples,
+                   "errors": {f"{p}|{lab}": e for (p, lab), e in res.errors.items()}}  # fmt: skip
+        json.dump(samples, f, indent=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, cfg, wanted, only = parse_args(argv)
     t_start = time.monotonic()
     srv = server.start()
     url = srv.url
     log(f"server {server.describe(url)} at {url}")
     os.environ["BENCH_URL"] = url
-    adapters, skipped = [], {}
     try:
-        for k in wanted:
-            a = load(k)
-            why = a.available()
-            if why:
-                skipped[k] = (a.name, why)
-                log(f"skip {a.name}: {why}")
-                continue
-            try:
-                a.setup(url)
-            except Exception as e:
-                skipped[k] = (a.name, f"setup failed: {type(e).__name__}: {e}")
-                log(f"skip {a.name}: setup failed: {e}")
-                traceback.print_exc(file=sys.stderr)
-                continue
-            adapters.append(a)
+        adapters, skipped = set_up(wanted, url)
         res = Results()
         labels = run(cfg, adapters, url, res, only)
-        versions = {a.key: a.version() for a in adapters}
-        meta = {
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "duration": f"{(time.monotonic() - t_start) / 60:.1f} min",
-            "machine": machine(),
-            "load": report.load_note(res.load),
-            "server": server.describe(url),
-            "client": f"Python {platform.python_version()}, "
-            + ", ".join(f"{d} {metadata.version(d)}" for d in ("redis", "hiredis") if _has_dist(d)),
-            "versions": versions,
-            "command": " ".join(["bash bench/run.sh", *(sys.argv[1:] if argv is None else argv)]),
-        }
+        meta = run_meta(adapters, url, res, t_start, argv)
         text = report.render(cfg, adapters, skipped, labels, res, meta)
-        for a in adapters:
-            try:
-                a.teardown()
-                a.harness.close()
-            except Exception:
-                pass
+        tear_down(adapters)
     finally:
         srv.stop()
-    print(text)
-    if args.output != "-":
-        kept = report.foreign_sections(args.output)
-        with open(args.output, "w") as f:
-            f.write(text + ("\n" + kept if kept else ""))
-        log(f"wrote {args.output}" + (" (kept the sections other tools wrote)" if kept else ""))
-    common.WORK_DIR.mkdir(parents=True, exist_ok=True)
-    with open(common.WORK_DIR / "results.json", "w") as f:
-        json.dump(
-            {
-                "samples": res.samples,
-                "errors": {f"{p}|{lab}": e for (p, lab), e in res.errors.items()},
-            },
-            f,
-            indent=1,
-        )
+    write_outputs(text, args.output, res)
     return 0
-
-
-def _has_dist(name: str) -> bool:
-    try:
-        metadata.version(name)
-        return True
-    except metadata.PackageNotFoundError:
-        return False

@@ -22,7 +22,7 @@ What it does:
    jobs, and when it wakes its completes must be refused); restart the server
    once in the middle (SHUTDOWN, AOF reload); every ``--cut-every`` seconds, cut
    every connection of the workers and reapers or lose the reply of their next
-   script call (they talk through the fault proxy of ``tests/chaos/proxy.py``).
+   script call (they talk through the fault proxy of ``tests/support/proxy.py``).
 5. Lets the queue drain without chaos, stops everything, and audits the
    server's own data against the tasks' side logs (``bench/soak_audit.py``).
 
@@ -51,7 +51,7 @@ if str(ROOT) not in sys.path:  # run as a script: bench/ and echomq_django/ impo
 from bench.soak_audit import Audit, audit  # noqa: E402
 from echomq_django.devserver import EmbeddedServer, find_server_binary  # noqa: E402
 from echomq_django.engine.errors import ServerUnavailable  # noqa: E402
-from tests.chaos.proxy import Fault, FaultProxy  # noqa: E402
+from tests.support.proxy import Fault, FaultProxy  # noqa: E402
 
 QUEUE = "soak"
 BATCH = 500

@@ -18,9 +18,9 @@ valkey_cluster  EmbeddedCluster: 3 Valkey masters, cluster_state:ok (session)
 cluster_client  redis.cluster.RedisCluster on valkey_cluster, all nodes flushed per test
 cluster_url     "redis+cluster://127.0.0.1:<port>/0" of the cluster's first node (session)
 cluster_connector  Connector.from_url(cluster_url) on a flushed cluster
-tls_server      tests.servers.TLSServer: mutual TLS, throwaway CA (session)
+tls_server      tests.support.servers.TLSServer: mutual TLS, throwaway CA (session)
 acl_rules       the ACL rule string used by acl_server (override it in a subfolder)
-acl_server      tests.servers.ACLServer with a user restricted by ``acl_rules``
+acl_server      tests.support.servers.ACLServer with a user restricted by ``acl_rules``
 make_acl_server factory: make_acl_server("~emq:* +@all") -> ACLServer (stopped after the test)
 
 ``ECHOMQ_TEST_SERVERS`` (default ``valkey,redis,cluster``) says which kinds ``server``
@@ -39,7 +39,10 @@ import pytest
 import redis
 
 from echomq_django.devserver import EmbeddedCluster, EmbeddedServer, ServerBinaryNotFound
-from tests import servers
+from tests.support import servers
+
+# Fixtures several folders share (echomq, spawn, valkey_url, valkey_jobs).
+pytest_plugins = ["tests.support.fixtures"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -12,7 +12,7 @@ import pytest
 from echomq_django.engine import script
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Jobs
-from tests.chaos.proxy import FaultProxy
+from tests.support.proxy import FaultProxy
 
 SOCKET_TIMEOUT_S = 0.3
 

@@ -21,7 +21,7 @@ import pytest
 from echomq_django.engine.errors import JobExists, ServerUnavailable
 from echomq_django.engine.jobs import Jobs, NewJob
 from tests.chaos import snapshot
-from tests.chaos.proxy import DELIVERED, Fault, FaultProxy
+from tests.support.proxy import DELIVERED, Fault, FaultProxy
 
 Q = "netq"
 

@@ -22,7 +22,7 @@ from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.reaper import Reaper
 from echomq_django.engine.worker import Success, Worker
 from tests.chaos import snapshot
-from tests.chaos.proxy import Fault, FaultProxy
+from tests.support.proxy import Fault, FaultProxy
 
 Q = "netwk"
 N = 600

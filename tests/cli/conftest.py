@@ -20,7 +20,7 @@ from django.core.management import call_command
 from echomq_django import conf
 from echomq_django.devserver import EmbeddedServer, ServerBinaryNotFound
 from echomq_django.engine.jobs import Claimed, Jobs, NewJob
-from tests import servers
+from tests.support import servers
 
 ROOT = Path(__file__).resolve().parents[2]
 QUEUES = ["default", "emails"]

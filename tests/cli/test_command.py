@@ -17,8 +17,8 @@ from echomq_django.engine import registry, script
 from echomq_django.engine.acl import worker_acl_rules
 from echomq_django.engine.jobs import NewJob
 from echomq_django.engine.keyspace import new_job_id
-from tests import servers
 from tests.cli.conftest import echomq_cmd, enqueue, make_completed, make_dead, manage_py
+from tests.support import servers
 
 
 def rows(text: str) -> dict[str, list[str]]:

@@ -1,21 +1,14 @@
-"""Django-layer fixtures: the app pointed at the suite's real server, test tasks loaded."""
+"""Django-layer fixtures: the engine API of the app pointed at the suite's real server.
+
+``echomq`` (the settings aimed at that server, the test TASKS loaded) is shared:
+tests/support/fixtures.py.
+"""
 
 from __future__ import annotations
 
 import pytest
 
 from echomq_django import conf
-from tests.django import settings as test_settings
-
-
-@pytest.fixture
-def echomq(settings, url, redis_client):
-    """The Django settings aimed at the test server (flushed), with the test TASKS."""
-    settings.ECHOMQ = {"URL": url}
-    settings.TASKS = test_settings.TASKS
-    conf.reset()
-    yield redis_client
-    conf.reset()
 
 
 @pytest.fixture

@@ -47,7 +47,7 @@ from echomq_django.engine.errors import JobNotFound, StaleToken, WrongState
 from echomq_django.engine.jobs import BATCH_MAX, Jobs
 from echomq_django.engine.keyspace import QUEUES_KEY, STATES
 
-from . import procs
+from . import spawned
 from .conftest import (
     QUEUE,
     WORKER,
@@ -310,7 +310,7 @@ def test_no_double_pick_across_processes(jobs):
         start = manager.Event()
         results = [
             pool.apply_async(
-                procs.claim_until_empty, (jobs.connector.url, QUEUE, f"p{i}", count, start)
+                spawned.claim_until_empty, (jobs.connector.url, QUEUE, f"p{i}", count, start)
             )
             for i, count in enumerate((1, 7, 25, 50))
         ]
@@ -332,7 +332,7 @@ def test_a_killed_worker_delays_its_job_by_one_lease(jobs):
     ctx = multiprocessing.get_context("spawn")
     claimed = ctx.Event()
     doomed = ctx.Process(
-        target=procs.claim_and_hang, args=(jobs.connector.url, QUEUE, lease, claimed)
+        target=spawned.claim_and_hang, args=(jobs.connector.url, QUEUE, lease, claimed)
     )
     doomed.start()
     try:
@@ -484,7 +484,7 @@ def test_deadlines_follow_the_server_clock_not_the_clients(jobs):
     shift_s, lease = 3 * 3600, 5000
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(1) as pool:
-        r = pool.apply(procs.shifted_clock_session, (jobs.connector.url, QUEUE, shift_s, lease))
+        r = pool.apply(spawned.shifted_clock_session, (jobs.connector.url, QUEUE, shift_s, lease))
     assert r["client_ms"] - r["after_retry"] > shift_s * 1000 - 60_000  # the patch took effect
     assert r["before_claim"] + lease <= r["claim_deadline"] <= r["after_claim"] + lease
     assert r["before_claim"] * 1000 <= r["started_at_us"] <= (r["after_claim"] + 1) * 1000

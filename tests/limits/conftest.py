@@ -1,7 +1,6 @@
-"""Flow-control fixtures: the engine on the suite's servers, worker processes, Django.
+"""Flow-control fixtures: the engine on the suite's servers.
 
-``spawn``, ``valkey_url`` and ``valkey_jobs`` are the worker tests' (tests/worker/conftest.py),
-``echomq`` the Django tests' (tests/django/conftest.py).
+``spawn``, ``valkey_url``, ``valkey_jobs`` and ``echomq`` are shared: tests/support/fixtures.py.
 """
 
 from __future__ import annotations
@@ -11,10 +10,6 @@ from collections.abc import Iterator
 import pytest
 
 from echomq_django.engine.jobs import Jobs
-from tests.django.conftest import echomq
-from tests.worker.conftest import spawn, valkey_jobs, valkey_url
-
-__all__ = ["echomq", "spawn", "valkey_jobs", "valkey_url"]
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Limits across worker processes: the tasks' own side logs (start, ticks, end) are the
 evidence, on the machine's one wall clock.
 
-Engine workers (``python -m tests.worker.engine_proc worker``) run the payload
+Engine workers (``python -m tests.support.engine_proc worker``) run the payload
 ``{"log": path, "run": s}``: the task writes its start, a tick every 20 ms, and its end.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.limits import RateLimit, concurrency_gate
-from tests.worker.conftest import wait_until
+from tests.support.waiting import wait_until
 
 Q = "q"
 

@@ -1,1 +1,1 @@
-from tests.django.conftest import echomq, jobs  # noqa: F401  (the Django layer's fixtures)
+from tests.django.conftest import jobs  # noqa: F401  (the Django layer's engine API; echomq: tests/support)

@@ -23,10 +23,10 @@ from echomq_django.devserver import EmbeddedServer
 from echomq_django.engine.errors import ServerUnavailable
 from echomq_django.models import OutboxJob
 from echomq_django.relay import Relay
-from tests import servers
 from tests.django import settings as django_test_settings
 from tests.django import tasks as django_tasks
 from tests.outbox import tasks
+from tests.support import servers
 
 pytestmark = pytest.mark.django_db(transaction=True)  # real commits
 ROOT = Path(__file__).resolve().parents[2]

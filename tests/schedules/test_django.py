@@ -121,7 +121,7 @@ def test_a_bad_schedule_is_a_system_check_error_that_says_what(declare, entry, c
 
 def test_manage_py_check_refuses_a_bad_cron_expression(url):
     echomq = {"URL": url, "SCHEDULES": {"nightly": {**NIGHTLY, "cron": "0 3 * *"}}}
-    env = {"DJANGO_SETTINGS_MODULE": "tests.scaleout.settings",
+    env = {"DJANGO_SETTINGS_MODULE": "tests.support.deployed_settings",
            "ECHOMQ_TEST_SETTINGS": json.dumps(echomq), "PATH": "/usr/bin:/bin"}  # fmt: skip
     run = subprocess.run(
         [sys.executable, "-m", "django", "check"],

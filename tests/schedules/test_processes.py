@@ -1,6 +1,6 @@
 """Real ``runreaper`` processes racing over a one-second schedule, and one SIGKILLed.
 
-The reapers are configured as a deployment is (``tests.scaleout.settings``: the
+The reapers are configured as a deployment is (``tests.support.deployed_settings``: the
 whole ECHOMQ dict, SCHEDULES included, comes from the environment). No worker runs:
 every job a tick enqueued stays pending, so the pending set is the record of what
 fired. A job's tick is its id's UUIDv7 timestamp.
@@ -20,7 +20,7 @@ import pytest
 
 from echomq_django.engine.jobs import Jobs
 from echomq_django.engine.scheduler import Scheduler
-from tests.worker import procs
+from tests.support import procs
 
 from .conftest import tick_of
 
@@ -30,7 +30,7 @@ TASK = "tests.django.tasks.add"
 
 def settings_env(url: str, schedules: dict[str, Any]) -> dict[str, str]:
     echomq = {"URL": url, "QUEUES": ["default"], "SCHEDULES": schedules}
-    return {"DJANGO_SETTINGS_MODULE": "tests.scaleout.settings",
+    return {"DJANGO_SETTINGS_MODULE": "tests.support.deployed_settings",
             "ECHOMQ_TEST_SETTINGS": json.dumps(echomq)}  # fmt: skip
 
 

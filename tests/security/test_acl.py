@@ -23,11 +23,12 @@ from echomq_django.engine import registry
 from echomq_django.engine.acl import CLIENT_COMMANDS, granted_commands, worker_acl_rules
 from echomq_django.engine.jobs import NewJob
 from echomq_django.engine.keyspace import new_job_id
-from tests import servers
 from tests.cli.conftest import echomq_cmd, manage_py
 from tests.django import settings as django_settings
 from tests.django.tasks import echo, fail
-from tests.scaleout.conftest import migrate_keys, slot_of, wait_until
+from tests.support import servers
+from tests.support.cluster import migrate_keys, slot_of
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 WORKER_SETTINGS = "tests.django.settings"

@@ -24,7 +24,8 @@ from echomq_django.engine.durable import Durability, DurableJobs
 from echomq_django.engine.errors import NotDurable
 from echomq_django.engine.jobs import NewJob
 from tests.django.tasks import echo
-from tests.scaleout.conftest import SPREAD, wait_until
+from tests.support.cluster import SPREAD
+from tests.support.waiting import wait_until
 
 Q = "default"
 

@@ -21,8 +21,8 @@ from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.reaper import Reaper
 from echomq_django.engine.script import load
 from echomq_django.engine.worker import Failure, Success, Worker, error_json
-from tests.chaos.proxy import Fault, FaultProxy
-from tests.worker.conftest import wait_until
+from tests.support.proxy import Fault, FaultProxy
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

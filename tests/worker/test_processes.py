@@ -17,8 +17,8 @@ import pytest
 from echomq_django.devserver import EmbeddedServer
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Jobs, NewJob
-from tests import servers
-from tests.worker.conftest import wait_until
+from tests.support import servers
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

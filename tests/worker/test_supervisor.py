@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from echomq_django.engine.jobs import NewJob
-from tests.worker.conftest import wait_until
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

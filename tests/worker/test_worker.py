@@ -17,9 +17,10 @@ from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.retry_policy import RetryPolicy
 from echomq_django.engine.worker import Failure, Success, Worker, error_json
-from tests import servers
-from tests.worker.conftest import RunningWorker, wait_until
-from tests.worker.proxy import FreezableProxy
+from tests.support import servers
+from tests.support.proxy import FaultProxy
+from tests.support.running import RunningWorker
+from tests.support.waiting import wait_until
 
 NO_BACKOFF = RetryPolicy(base_ms=0)
 
@@ -373,7 +374,7 @@ def test_a_silent_connection_never_wedges_the_worker(jobs, server, start_worker)
     """A half-open connection (bytes stop, no FIN): the blocking read times out and the
     worker reconnects. Production settings should give the main connection a
     socket_timeout too (ECHOMQ OPTIONS), as this test does."""
-    proxy = FreezableProxy(server.host, server.port)
+    proxy = FaultProxy(server.host, server.port).start()
     try:
         via_proxy = Jobs(Connector.from_url(proxy.url, socket_timeout=1))
         started = threading.Event()

@@ -14,8 +14,7 @@ from collections import Counter
 
 from echomq_django.engine.errors import StaleToken
 from tests.engine.conftest import assert_one_place, enqueue_n, error_json
-
-from .conftest import SPREAD
+from tests.support.cluster import SPREAD
 
 N_PER_QUEUE = 120
 

@@ -1,15 +1,18 @@
 """A worker or reaper process on the engine alone (no Django), for the process tests.
 
-    python -m tests.worker.engine_proc worker --url URL [--stats FILE] [options] QUEUE ...
-    python -m tests.worker.engine_proc reaper --url URL [--interval S] QUEUE ...
+    python -m tests.support.engine_proc worker --url URL [--stats FILE] [options] QUEUE ...
+    python -m tests.support.engine_proc reaper --url URL [--interval S] QUEUE ...
+
+Nothing of Django is imported: the engine's Worker and Reaper are built here directly,
+so a process test sees the engine's behaviour, not the management commands'.
 
 The worker's handler reads the payload as ``{"sleep": seconds, "fail": bool, "crash":
 code, "gil": seconds, "log": path, "run": seconds}``: it exits its process at once
 with ``crash``, holds the GIL in one C call for ``gil`` seconds, writes a side log
 (start, a tick every 20 ms for ``run`` seconds, end) to ``log``, sleeps, then fails
-or returns the pid that ran it. Signals are handled by the
-same helper ``runworker`` uses (SIGTERM/SIGINT graceful, a second one at once).
-On exit the worker writes its WorkerStats as JSON to ``--stats``.
+or returns the pid that ran it. SIGTERM/SIGINT stop it gracefully (``runworker``'s
+helper, which also exits at once on a second signal, lives in the Django layer, and the
+engine has none). On exit the worker writes its WorkerStats as JSON to ``--stats``.
 """
 
 from __future__ import annotations
@@ -20,15 +23,18 @@ import dataclasses
 import json
 import logging
 import os
+import signal
 import sys
 import time
+from collections.abc import Callable
+from types import FrameType
 
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Claimed, Jobs
 from echomq_django.engine.reaper import Reaper
 from echomq_django.engine.retry_policy import RetryPolicy
 from echomq_django.engine.worker import Outcome, Success, Worker
-from echomq_django.management import LOG_FORMAT, on_stop_signals
+from echomq_django.logs import TEXT_FORMAT
 
 logger = logging.getLogger("echomq.test-proc")
 
@@ -61,6 +67,17 @@ def handler(claimed: Claimed) -> Outcome:
     return Success(json.dumps({"pid": os.getpid()}))
 
 
+def stop_on_signals(stop: Callable[[], None]) -> None:
+    """SIGTERM / SIGINT: stop gracefully (the held jobs finish or go back)."""
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        logger.warning("%s: stopping gracefully", signal.Signals(signum).name)
+        stop()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("kind", choices=["worker", "reaper"])
@@ -76,11 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=0)
     parser.add_argument("--time-limit", type=float, default=0.0)
     args = parser.parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=TEXT_FORMAT)
     jobs = Jobs(Connector.from_url(args.url))
     if args.kind == "reaper":
         reaper = Reaper(jobs, args.queues, discover=False, interval_s=args.interval)
-        on_stop_signals(reaper.stop, logger)
+        stop_on_signals(reaper.stop)
         reaper.run()
         return 0
     worker = Worker(
@@ -95,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         retry_policy=RetryPolicy(base_ms=0),
         processes=args.processes,
         time_limit_s=args.time_limit,
-        child_handler="tests.worker.engine_proc:handler",  # run as __main__: name it
+        child_handler="tests.support.engine_proc:handler",  # run as __main__: name it
     )
-    on_stop_signals(worker.stop, logger)
+    stop_on_signals(worker.stop)
     stats = worker.run()
     if args.stats:
         with open(args.stats, "w") as f:

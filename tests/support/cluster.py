@@ -1,24 +1,16 @@
-"""Scale-out fixtures: the engine on the suite's 3-master Valkey Cluster.
+"""Helpers over the suite's 3-master Valkey Cluster (``valkey_cluster``).
 
 ``SPREAD`` are queue names whose hash tags land on the three different masters
-of ``valkey_cluster`` (``test_cluster.py`` checks it), so a test over them
-exercises every node.
+of ``valkey_cluster`` (``tests/cluster/test_connector.py`` checks it), so a test over
+them exercises every node.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-
-import pytest
 from redis.crc import key_slot
 
 from echomq_django.devserver import EmbeddedCluster, EmbeddedServer
-from echomq_django.engine.connector import Connector
-from echomq_django.engine.jobs import Jobs
 from echomq_django.engine.keyspace import QueueKeys
-from echomq_django.engine.worker import Worker
-from tests.worker.conftest import RunningWorker
 
 SPREAD = ("emails", "default", "billing")  # slots 3728, 5718, 12682: masters 0, 1, 2
 
@@ -58,36 +50,3 @@ def move_slot(source: EmbeddedServer, target: EmbeddedServer, slot: int) -> None
 def blocked_clients(node: EmbeddedServer) -> int:
     info = node.command("INFO", "clients")
     return int(next(line for line in info.splitlines() if line.startswith("blocked_clients:"))[16:])
-
-
-def wait_until(predicate: Callable[[], object], timeout: float = 10.0, step: float = 0.005):
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout}s")
-        time.sleep(step)
-    return value
-
-
-@pytest.fixture
-def jobs(cluster_connector: Connector) -> Jobs:
-    return Jobs(cluster_connector)
-
-
-@pytest.fixture
-def start_worker(jobs: Jobs) -> Iterator[Callable[..., RunningWorker]]:
-    """start_worker(handler, queues, **Worker options) -> RunningWorker, stopped at teardown."""
-    running: list[RunningWorker] = []
-
-    def start(handler, queues=SPREAD, **options) -> RunningWorker:
-        options.setdefault("lease_ms", 2000)
-        options.setdefault("grace_s", 5.0)
-        rw = RunningWorker(Worker(jobs, list(queues), handler, **options))
-        running.append(rw)
-        return rw
-
-    yield start
-    for rw in running:
-        rw.worker.stop()
-    for rw in running:
-        rw.thread.join(10)

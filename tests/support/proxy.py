@@ -1,4 +1,4 @@
-"""A small TCP proxy that cuts or stalls connections mid-command, for fault tests.
+"""The suite's one TCP proxy: it cuts, stalls or silences connections, for fault tests.
 
 The proxy sits between a client and a real server on loopback. Normally it
 forwards bytes both ways. A test arms ONE fault, which fires on the first
@@ -21,8 +21,11 @@ connection handshake and script loads pass untouched):
 once the late request was delivered and answered).
 
 ``cut_all()`` closes every live connection at once (a server restart or a
-network blip as the client sees it). Threads only: no event loop to share with
-the code under test.
+network blip as the client sees it). ``freeze()`` makes every live connection go
+silent instead: it stays open, bytes stop flowing both ways (the half-open
+connection a failover or a network cut can leave behind, on which a blocking read
+without a socket timeout would wait for ever); new connections work normally.
+Threads only: no event loop to share with the code under test.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class _Link:
         self.client = client
         self.server = server
         self.swallow_reply = False
+        self.frozen = False  # freeze(): bytes are read and dropped, the sockets stay open
         self.closed = threading.Event()
         self.threads = [
             threading.Thread(target=self._upstream, daemon=True),
@@ -84,6 +88,8 @@ class _Link:
         """Client to server: where faults fire."""
         try:
             while chunk := self.client.recv(65536):
+                if self.frozen:
+                    continue
                 armed = self.proxy._take(chunk)
                 if armed is None:
                     self.server.sendall(chunk)
@@ -127,7 +133,8 @@ class _Link:
             while chunk := self.server.recv(65536):
                 if self.swallow_reply:
                     break
-                self.client.sendall(chunk)
+                if not self.frozen:
+                    self.client.sendall(chunk)
         except OSError:
             pass
         self.close()
@@ -198,6 +205,14 @@ class FaultProxy:
                 return None
             self._armed = None
             return armed
+
+    def freeze(self) -> int:
+        """Every live connection goes silent (new ones work normally); returns how many."""
+        with self._lock:
+            live = [lk for lk in self._links if not lk.closed.is_set()]
+            for link in live:
+                link.frozen = True
+        return len(live)
 
     def cut_all(self) -> int:
         """Close every live connection now; returns how many were cut."""

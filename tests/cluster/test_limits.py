@@ -9,7 +9,8 @@ from collections import defaultdict
 from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.limits import RateLimit, concurrency_gate
 from echomq_django.engine.worker import Success, Worker
-from tests.worker.conftest import RunningWorker, wait_until
+from tests.support.running import RunningWorker
+from tests.support.waiting import wait_until
 
 QUEUES = ["alpha", "beta", "gamma"]  # three slots, on different nodes
 

@@ -13,9 +13,9 @@ from django.core.management.base import CommandError
 from echomq_django import conf, management
 from echomq_django.compat import TaskResultStatus
 from echomq_django.management.commands import runreaper, runworker
+from tests.support.waiting import wait_until
 from tests.worker import settings as worker_settings
 from tests.worker import tasks
-from tests.worker.conftest import wait_until
 
 pytestmark = pytest.mark.django_db
 DUMMY_BACKEND = (

@@ -20,9 +20,9 @@ from echomq_django import conf
 from echomq_django.compat import TaskResultStatus
 from echomq_django.engine.acl import worker_acl_rules
 from tests.django import tasks
-from tests.scaleout import settings as scaleout_settings
-
-from .conftest import SPREAD, blocked_clients, node_of, wait_until
+from tests.support import deployed_settings
+from tests.support.cluster import SPREAD, blocked_clients, node_of
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ ACL_PASSWORD = "s3cret-for-echomq"
 def manage_env(echomq: dict[str, Any]) -> dict[str, str]:
     return {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.scaleout.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.support.deployed_settings",
         "ECHOMQ_TEST_SETTINGS": json.dumps(echomq),
     }
 
@@ -55,7 +55,7 @@ def use(settings):
 
     def point(echomq: dict[str, Any]):
         settings.ECHOMQ = echomq
-        settings.TASKS = scaleout_settings.TASKS
+        settings.TASKS = deployed_settings.TASKS
         conf.reset()
         return conf.get_jobs()
 

@@ -55,7 +55,7 @@ def start(kind: str, url: str, *args: str, log_dir: Path, **env: str) -> Proc:
     log_path = Path(log_dir) / f"{kind}-{n}.log"
     stats_path = Path(log_dir) / f"{kind}-{n}.stats.json"
     if kind in ("worker", "reaper"):
-        argv = [sys.executable, "-m", "tests.worker.engine_proc", kind, "--url", url]
+        argv = [sys.executable, "-m", "tests.support.engine_proc", kind, "--url", url]
         if kind == "worker":
             argv += ["--stats", str(stats_path)]
     elif kind in ("runworker", "runreaper"):

@@ -20,9 +20,8 @@ from echomq_django.devserver import (
 )
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.errors import AccessDenied
-from tests import servers
-
-from .test_connection_options import exercise
+from tests.scaleout.test_connection_options import exercise
+from tests.support import servers
 
 START_ATTEMPTS = 3  # a free port can be taken between choosing it and binding it
 

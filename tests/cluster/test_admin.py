@@ -6,8 +6,7 @@ import pytest
 
 from echomq_django import conf
 from echomq_django.engine.keyspace import QueueKeys
-
-from . import seed
+from tests.admin import seed
 
 pytestmark = pytest.mark.django_db
 

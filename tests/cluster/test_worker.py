@@ -8,7 +8,8 @@ from echomq_django.engine import registry
 from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.reaper import Reaper
 from echomq_django.engine.worker import Success, Worker
-from tests.worker.conftest import RunningWorker, wait_until
+from tests.support.running import RunningWorker
+from tests.support.waiting import wait_until
 
 
 def test_a_worker_serves_queues_on_several_slots_and_wakes_on_enqueue(cluster_connector):

@@ -18,9 +18,9 @@ from echomq_django.engine.connector import Call, Connector
 from echomq_django.engine.errors import ScriptError, ServerUnavailable, StaleToken
 from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys, new_job_id
-from tests import servers
-
-from .conftest import SPREAD, migrate_keys, node_of, slot_of, wait_until
+from tests.support import servers
+from tests.support.cluster import SPREAD, migrate_keys, node_of, slot_of
+from tests.support.waiting import wait_until
 
 # -- no CROSSSLOT by construction ---------------------------------------------------------
 

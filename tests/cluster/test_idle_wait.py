@@ -19,17 +19,10 @@ from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.registry import list_workers
 from echomq_django.engine.worker import Success, Worker
-from tests import servers
-
-from .conftest import (
-    SPREAD,
-    RunningWorker,
-    blocked_clients,
-    move_slot,
-    node_of,
-    slot_of,
-    wait_until,
-)
+from tests.support import servers
+from tests.support.cluster import SPREAD, blocked_clients, move_slot, node_of, slot_of
+from tests.support.running import RunningWorker
+from tests.support.waiting import wait_until
 
 IDLE_BLOCK_S = 5.0
 PROMPT_S = 0.5

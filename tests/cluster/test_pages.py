@@ -8,9 +8,8 @@ from django.urls import reverse
 
 from echomq_django import conf
 from tests.django import tasks
-from tests.scaleout import settings as scaleout_settings
-
-from .conftest import SPREAD
+from tests.support import deployed_settings
+from tests.support.cluster import SPREAD
 
 pytestmark = pytest.mark.django_db
 TOKEN = "scrape-token-for-the-cluster"
@@ -19,7 +18,7 @@ TOKEN = "scrape-token-for-the-cluster"
 @pytest.fixture
 def on_cluster(settings, cluster_url, cluster_client):
     settings.ECHOMQ = {"URL": cluster_url, "METRICS_TOKEN": TOKEN}
-    settings.TASKS = scaleout_settings.TASKS
+    settings.TASKS = deployed_settings.TASKS
     conf.reset()
     yield [tasks.add.using(queue_name=q).enqueue(1, 2) for q in SPREAD]
     conf.reset()
