@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
@@ -40,6 +39,7 @@ from . import outbox
 from .engine.errors import EchoMQError, JobExists, ServerOutOfMemory, ServerUnavailable
 from .engine.jobs import BATCH_MAX, Jobs, NewJob
 from .engine.keyspace import validate_queue_name
+from .engine.outage import Outage
 from .models import OutboxJob
 
 logger = logging.getLogger("echomq.relay")
@@ -212,22 +212,18 @@ class Relay:
             self.batch,
             self.interval_s,
         )
-        down_since: float | None = None
+        outage = Outage(
+            logger, ceiling_s=MAX_BACKOFF_S, lost="outbox relay paused", back="outbox relay resumed"
+        )
         while not self._stopping.is_set():
-            started = time.monotonic()
             try:
                 taken = self.step()
             except TRANSIENT as exc:
                 if isinstance(exc, DatabaseError):
                     connections[self.using].close()  # a fresh connection on the next try
-                if down_since is None:
-                    down_since = started
-                    logger.warning("outbox relay paused (%s); retrying with backoff", exc)
-                self._stopping.wait(min(MAX_BACKOFF_S, 0.1 + (started - down_since) / 4))
+                self._stopping.wait(outage.down(exc))
                 continue
-            if down_since is not None:
-                logger.warning("outbox relay resumed after %.1fs", time.monotonic() - down_since)
-                down_since = None
+            outage.up()
             if taken:
                 logger.info("outbox: %d job(s) relayed", taken)
             if taken < self.batch:

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from .errors import EchoMQError, ServerUnavailable
 from .jobs import DEFAULT_CRASH_BUDGET, SWEEP_LIMIT, Jobs, Sweep
 from .keyspace import QueueKeys
+from .outage import Outage
 from .scheduler import FirePass, Scheduler
 from .schedules import Schedule
 
 logger = logging.getLogger("echomq.reaper")
 
-MAX_BACKOFF_S = 5.0
 SCHEDULE_POLL_S = 0.25  # the longest sleep between two reads of the due schedules
 TICK_SLACK_S = 0.002  # wake this long after a tick is due on the server clock
 
@@ -166,7 +166,7 @@ class Reaper:
     def run(self, *, once: bool = False) -> None:
         """Sweep every ``interval_s`` and fire schedules when due, until ``stop()``; ride
         out server outages with backoff."""
-        down_since: float | None = None
+        outage = Outage(logger)
         next_sweep = time.monotonic()
         queues: list[str] = []
         while not self._stopping.is_set():
@@ -182,19 +182,14 @@ class Reaper:
             except ServerUnavailable as exc:
                 if once:
                     raise
-                if down_since is None:
-                    down_since = started
-                    logger.warning("lost the server (%s); retrying with backoff", exc)
                 next_sweep = started  # sweep again as soon as the server is back
-                self._stopping.wait(min(MAX_BACKOFF_S, 0.1 + (started - down_since) / 4))
+                self._stopping.wait(outage.down(exc))
                 continue
             except EchoMQError:
                 if once:
                     raise
                 logger.exception("a sweep failed; trying again next tick")
-            if down_since is not None:
-                logger.warning("the server is back after %.1fs", time.monotonic() - down_since)
-                down_since = None
+            outage.up()
             if once:
                 return
             wait = next_sweep - started

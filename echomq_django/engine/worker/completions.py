@@ -105,7 +105,11 @@ class Completions:
             return self._jobs.complete_many(items, ran_us=ran_us)
 
         try:
-            replies = self._outage.call("complete", send, self._give_up) if patient else send()
+            if patient:
+                replies = self._outage.call("complete", send, self._give_up)
+            else:
+                replies = send()
+                self._outage.up()
         except Exception as exc:
             if not patient and isinstance(exc, ServerUnavailable):
                 self._outage.down(exc, "complete")

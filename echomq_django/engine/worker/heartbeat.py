@@ -156,6 +156,7 @@ class Heartbeat:
         except ServerUnavailable as exc:
             self._outage.down(exc, "extend")
             raise
+        self._outage.up()  # else an outage would seem to last on, and backoffs grow
         for lease, reply, us in zip(due, replies, ran_us):
             if isinstance(reply, CancelRequested):
                 if not (lease.cancelled or lease.finishing):
