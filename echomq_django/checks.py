@@ -34,14 +34,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import redis
 from django.conf import settings
 from django.core import checks
 
 from . import conf
 from .engine.connector import CLUSTER_SCHEMES, Connector
-from .engine.errors import InvalidJobOptions, InvalidQueueName, InvalidURL
+from .engine.errors import EchoMQError, InvalidJobOptions, InvalidQueueName, InvalidURL
 from .engine.keyspace import validate_queue_name
+from .engine.nodes import Node, primaries
 from .engine.url import mask_url, validate_url
 
 URL_SCHEMES = {"redis", "rediss", "unix", *CLUSTER_SCHEMES}
@@ -201,14 +201,14 @@ def server_warnings(connector: Connector) -> list[str]:
 def server_findings(connector: Connector) -> list[Finding]:
     """Each primary's persistence and eviction policy (every primary of a cluster)."""
     findings: list[Finding] = []
-    for who, client in primaries(connector):
+    for node in primaries(connector):
         try:
-            findings += _node_findings(who, client)
-        except redis.RedisError as exc:
+            findings += _node_findings(node)
+        except EchoMQError as exc:
             findings.append(
                 Finding(
                     "echomq.W012",
-                    f"{who}: its configuration could not be read: {exc}",
+                    f"{node.who}: its configuration could not be read: {exc}",
                     "Allow INFO to the EchoMQ user, or check persistence and "
                     "maxmemory-policy on the server by hand.",
                 )
@@ -232,11 +232,12 @@ def durability_findings(connector: Connector) -> list[Finding]:
     if durability is None:
         return []
     findings = []
-    for who, client in primaries(connector):
+    for node in primaries(connector):
+        who = node.who
         try:
-            replicas = int(client.info("replication").get("connected_slaves", 0))
-            aof = int(client.info("persistence").get("aof_enabled", 0))
-        except redis.RedisError:
+            replicas = int(node.info("replication").get("connected_slaves", 0))
+            aof = int(node.info("persistence").get("aof_enabled", 0))
+        except EchoMQError:
             continue  # W012 says the configuration could not be read
         if replicas < durability.replicas:
             findings.append(
@@ -259,19 +260,10 @@ def durability_findings(connector: Connector) -> list[Finding]:
     return findings
 
 
-def primaries(connector: Connector) -> list[tuple[str, Any]]:
-    """(who, client) per primary: "The server", or "Node host:port" on a cluster."""
-    client = connector.client
-    if not isinstance(client, redis.RedisCluster):  # connector.is_cluster, as a type guard
-        return [("The server", client)]
-    nodes = client.get_primaries()
-    return [(f"Node {node.name}", client.get_redis_connection(node)) for node in nodes]
-
-
-def _node_findings(who: str, client: Any) -> list[Finding]:
-    findings = []
-    if not int(client.info("persistence").get("aof_enabled", 0)):
-        save = _rdb_schedule(client)
+def _node_findings(node: Node) -> list[Finding]:
+    who, findings = node.who, []
+    if not int(node.info("persistence").get("aof_enabled", 0)):
+        save = node.rdb_schedule()
         if save is None:
             findings.append(
                 Finding(
@@ -301,7 +293,7 @@ def _node_findings(who: str, client: Any) -> list[Finding]:
                     "second lost) or always.",
                 )
             )
-    policy = client.info("memory").get("maxmemory_policy", "noeviction")
+    policy = node.info("memory").get("maxmemory_policy", "noeviction")
     if policy != "noeviction":
         findings.append(
             Finding(
@@ -313,11 +305,3 @@ def _node_findings(who: str, client: Any) -> list[Finding]:
             )
         )
     return findings
-
-
-def _rdb_schedule(client: Any) -> str | None:
-    """The ``save`` setting ('' when RDB snapshots are off), or None when CONFIG is refused."""
-    try:
-        return str(client.config_get("save").get("save", ""))
-    except redis.ResponseError:
-        return None

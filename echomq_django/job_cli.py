@@ -26,6 +26,7 @@ from rich.table import Table
 from . import conf, task_filter
 from .engine.jobs import PAGE_MAX, Job, Jobs
 from .engine.keyspace import STATES
+from .engine.nodes import server_time_us
 from .engine.registry import WorkerInfo, list_workers
 from .management import count_arg, printable, queue_arg
 
@@ -46,8 +47,7 @@ def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def server_now_us(jobs: Jobs) -> int:
-    seconds, micros = jobs.connector.client.time()
-    return int(seconds) * 1_000_000 + int(micros)
+    return server_time_us(jobs.connector)
 
 
 def list_jobs(

@@ -112,19 +112,6 @@ def on_stop_signals(stop: Callable[[], None], logger: logging.Logger) -> None:
     signal.signal(signal.SIGINT, handle)
 
 
-def server_version(connector: Connector) -> str:
-    """``valkey 8.1.1`` / ``redis 7.0.15``, or why it is unknown (never raises)."""
-    try:
-        info = connector.client.info("server")
-    except Exception as exc:
-        return f"unknown ({type(exc).__name__}: {exc})"
-    if info and all(isinstance(v, dict) for v in info.values()):
-        info = next(iter(info.values()))  # a cluster client answers per node
-    if "valkey_version" in info:
-        return f"valkey {info['valkey_version']}"
-    return f"redis {info.get('redis_version', '?')}"
-
-
 def connect() -> Jobs:
     """The process's engine API, or a CommandError where starting makes no sense.
 

@@ -51,6 +51,7 @@ def echomq(echomq_server: TestServer) -> Iterator[TestQueues]:
     from django.test import override_settings
 
     from .. import conf
+    from ..engine.nodes import flush_database
     from .queues import TestQueues
 
     raw = dict(getattr(settings, "ECHOMQ", {}) or {})
@@ -59,9 +60,9 @@ def echomq(echomq_server: TestServer) -> Iterator[TestQueues]:
             raw.pop(key, None)
     raw["URL"] = echomq_server.url
     with override_settings(ECHOMQ=raw):  # setting_changed: conf builds a new connector
-        client = conf.get_connector().client
-        client.flushdb()
+        connector = conf.get_connector()
+        flush_database(connector)
         try:
             yield TestQueues()
         finally:
-            client.flushdb()
+            flush_database(connector)

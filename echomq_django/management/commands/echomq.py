@@ -32,14 +32,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import redis
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from echomq_django import conf, job_cli, outbox, schedule_cli
-from echomq_django.checks import primaries
 from echomq_django.cli_views import (
     job_errors,
     job_tracebacks,
@@ -52,6 +50,7 @@ from echomq_django.engine import script
 from echomq_django.engine.errors import EchoMQError, ServerUnavailable
 from echomq_django.engine.jobs import SWEEP_LIMIT, QueueStats, Sweep
 from echomq_django.engine.keyspace import validate_job_id
+from echomq_django.engine.nodes import cached_scripts, primaries
 from echomq_django.management import count_arg, printable, queue_arg, seconds_arg
 from echomq_django.metrics import event_totals, known_queues, queue_stats
 
@@ -163,12 +162,12 @@ class Command(BaseCommand):
         action = getattr(self, "do_" + subcommand.replace("-", "_"))
         try:
             action(**options)
-        except (ServerUnavailable, redis.ConnectionError, redis.TimeoutError) as exc:
+        except ServerUnavailable as exc:
             url = conf.get_settings().safe_url
             raise CommandError(
                 printable(f"cannot reach the EchoMQ server at {url}: {exc}")
             ) from exc
-        except (EchoMQError, redis.RedisError) as exc:
+        except EchoMQError as exc:
             raise CommandError(printable(f"{type(exc).__name__}: {exc}")) from exc
 
     def emit_json(self, document: Any) -> None:
@@ -332,14 +331,14 @@ class Command(BaseCommand):
     def do_ping(self, count: int, as_json: bool, **_: Any) -> None:
         connector = conf.get_connector()
         nodes = primaries(connector)
-        server = nodes[0][1].info("server")
+        server = nodes[0].info("server")
         rtts = []
         for _ in range(count):
             start = time.perf_counter()
             connector.ping()
             rtts.append((time.perf_counter() - start) * 1000)
         scripts = script.all_scripts()
-        cached = connector.client.script_exists(*(s.sha for s in scripts))
+        cached = cached_scripts(connector, [s.sha for s in scripts])
         report = {
             "url": connector.safe_url,
             "product": server.get("server_name", "redis"),

@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from echomq_django import schedules
 from echomq_django.engine.errors import InvalidSchedule, ServerUnavailable
 from echomq_django.engine.jobs import DEFAULT_CRASH_BUDGET
+from echomq_django.engine.nodes import server_version
 from echomq_django.engine.reaper import Reaper
 from echomq_django.management import (
     configured_queues,
@@ -23,7 +24,6 @@ from echomq_django.management import (
     on_stop_signals,
     queue_arg,
     seconds_arg,
-    server_version,
     setup_logging,
 )
 from echomq_django.relay import relay_for

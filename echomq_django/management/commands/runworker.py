@@ -13,6 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from echomq_django.engine.jobs import DEFAULT_CRASH_BUDGET
+from echomq_django.engine.nodes import server_version
 from echomq_django.engine.retry_policy import RetryPolicy
 from echomq_django.engine.worker import Worker
 from echomq_django.execution import execute
@@ -24,7 +25,6 @@ from echomq_django.management import (
     on_stop_signals,
     queue_arg,
     seconds_arg,
-    server_version,
     setup_logging,
     warn_unconfigured,
 )
