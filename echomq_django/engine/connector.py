@@ -16,6 +16,7 @@ from typing import Any
 import redis
 from redis.exceptions import NoScriptError
 
+from . import spans
 from .clients import CLUSTER_SCHEMES, READ_ERRORS, client_from_url
 from .connections import evalsha, exchange, exchange_commands, exchange_many, own_connections
 from .error_map import plain, translate_error
@@ -61,6 +62,12 @@ class Connector:
 
     def run(self, script: Script, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
         """EVALSHA ``script``; on NOSCRIPT load it once and run it again by SHA."""
+        if spans.trace is None:
+            return self._run(script, keys, args)
+        with spans.script_span(script.name, keys):
+            return self._run(script, keys, args)
+
+    def _run(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         command = ("EVALSHA", script.sha, len(keys), *keys, *args)
         try:
             loaded = self._loaded.get(script.sha, 0)
@@ -86,6 +93,15 @@ class Connector:
         """
         if not calls:
             return []
+        if spans.trace is None:
+            return self._run_many(calls)
+        names = sorted({call.script.name for call in calls})
+        with spans.script_span("+".join(names), calls[0].keys, len(calls)) as span:
+            replies = self._run_many(calls)
+            spans.note_refusals(span, replies)
+            return replies
+
+    def _run_many(self, calls: Sequence[Call]) -> list[Any]:
         try:
             loaded = {call.script.sha: self._loaded.get(call.script.sha, 0) for call in calls}
             replies = self._pipeline(calls)
@@ -108,6 +124,12 @@ class Connector:
         On NOSCRIPT the script is loaded and both are sent again. On a cluster a call
         that meets MOVED/ASK (its slot is moving) did not run: ServerUnavailable.
         """
+        if spans.trace is None:
+            return self._run_then(call, command)
+        with spans.script_span(call.script.name, call.keys):
+            return self._run_then(call, command)
+
+    def _run_then(self, call: Call, command: tuple[Any, ...]) -> tuple[Any, Any]:
         try:
             loaded = self._loaded.get(call.script.sha, 0)
             replies = self._on_one_connection([evalsha(call), command], call.keys[0])
