@@ -26,11 +26,14 @@ from . import conf, task_filter
 from .engine.jobs import PAGE_MAX, Job, Jobs
 from .engine.keyspace import STATES
 from .engine.registry import WorkerInfo, list_workers
+from .engine.rows import counted_attempts_of
 from .engine.times import EPOCH, from_us
 from .management import count_arg, printable, queue_arg
 
 NEWEST_FIRST = ("completed", "dead")  # what an operator looks for there is the latest
-PAGE_FIELDS = ("task", "attempts", "max_attempts", "enqueued_at", "finished_at", "last_error")
+PAGE_FIELDS = (
+    "task", "attempts", "refunds", "max_attempts", "enqueued_at", "finished_at", "last_error",
+)  # fmt: skip
 
 
 def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,7 +69,11 @@ def list_jobs(
             fields=PAGE_FIELDS,
         )  # fmt: skip
         total, entries = found.total, found.entries
-    return total, [{"id": e.id, "score": e.score, **e.fields} for e in entries]
+    # attempts: those that count (the raw field is the fencing token, see rows.py)
+    return total, [
+        {"id": e.id, "score": e.score, **e.fields, "attempts": counted_attempts_of(e.fields)}
+        for e in entries
+    ]
 
 
 def _when_us(value: object) -> str:

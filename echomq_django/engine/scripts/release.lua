@@ -9,10 +9,7 @@
 --         died beside other jobs, so it runs alone from now on; see reap.lua)
 --
 -- Reply: 1. Error: EMQSTALE when the caller no longer holds the lease.
--- @include "common"
--- @include "moves"
 -- @include "limits"
-
 local id, jk = ARGV[1], KEYS[6]
 local stale, row = fence(jk, ARGV[2], 'release', 'limits')
 if stale then return stale end
