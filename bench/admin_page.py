@@ -107,7 +107,7 @@ def main() -> int:
 
     server = None
     if args.url is None:
-        from echomq_django.embedded import EmbeddedServer
+        from echomq_django.devserver import EmbeddedServer
 
         server = EmbeddedServer().start()
     url = args.url or server.url

@@ -20,7 +20,7 @@ import threading
 import time
 
 from bench.idle import percentile, wait_idle
-from echomq_django.embedded import EmbeddedCluster, EmbeddedServer
+from echomq_django.devserver import EmbeddedCluster, EmbeddedServer
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Claimed, Jobs, NewJob
 from echomq_django.engine.worker import Success, Worker

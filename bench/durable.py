@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from echomq_django.embedded import EmbeddedServer
+from echomq_django.devserver import EmbeddedServer
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.durable import Durability, DurableJobs
 from echomq_django.engine.jobs import Jobs, NewJob

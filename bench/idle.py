@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 
 from bench.common import percentile
-from echomq_django.embedded import EmbeddedServer
+from echomq_django.devserver import EmbeddedServer
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Claimed, Jobs, NewJob
 from echomq_django.engine.worker import Success, Worker

@@ -38,7 +38,7 @@ from pathlib import Path
 import django
 from django.conf import settings
 
-from echomq_django.embedded import EmbeddedServer
+from echomq_django.devserver import EmbeddedServer
 
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 

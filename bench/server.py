@@ -9,7 +9,7 @@ from bench import common
 
 def start():
     """Start an EmbeddedServer in bench/.work/valkey and return it (started)."""
-    from echomq_django.embedded import EmbeddedServer
+    from echomq_django.devserver import EmbeddedServer
 
     d = common.WORK_DIR / "valkey"
     shutil.rmtree(d, ignore_errors=True)

@@ -49,7 +49,7 @@ if str(ROOT) not in sys.path:  # run as a script: bench/ and echomq_django/ impo
     sys.path.insert(0, str(ROOT))
 
 from bench.soak_audit import Audit, audit  # noqa: E402
-from echomq_django.embedded import EmbeddedServer, find_server_binary  # noqa: E402
+from echomq_django.devserver import EmbeddedServer, find_server_binary  # noqa: E402
 from echomq_django.engine.errors import ServerUnavailable  # noqa: E402
 from tests.chaos.proxy import Fault, FaultProxy  # noqa: E402
 

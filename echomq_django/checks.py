@@ -262,7 +262,7 @@ def durability_findings(connector: Connector) -> list[Finding]:
 def primaries(connector: Connector) -> list[tuple[str, Any]]:
     """(who, client) per primary: "The server", or "Node host:port" on a cluster."""
     client = connector.client
-    if not connector.is_cluster:
+    if not isinstance(client, redis.RedisCluster):  # connector.is_cluster, as a type guard
         return [("The server", client)]
     nodes = client.get_primaries()
     return [(f"Node {node.name}", client.get_redis_connection(node)) for node in nodes]

@@ -20,7 +20,7 @@ import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 try:  # Django 6.0+
     from django.tasks import (
@@ -44,6 +44,8 @@ try:  # Django 6.0+
 
     FRAMEWORK = "django.tasks"
 except ImportError:  # Django 5.2 with the django-tasks backport
+    if TYPE_CHECKING:  # the checker reads the Django 6 API above (the primary stack's): the
+        raise  # backport mirrors it, and its own annotations would conflict with those
     from django_tasks import (
         TaskContext,
         TaskResult,
@@ -65,6 +67,15 @@ except ImportError:  # Django 5.2 with the django-tasks backport
     from django_tasks.utils import normalize_json
 
     FRAMEWORK = "django_tasks"
+
+# "Any task" and "any task's result" for annotations: Task and TaskResult are generic over the
+# function's parameters and return value in django-stubs only (not subscriptable at run time).
+if TYPE_CHECKING:
+    AnyTask: TypeAlias = Task[..., Any]
+    AnyTaskResult: TypeAlias = TaskResult[..., Any]
+else:
+    AnyTask = Task
+    AnyTaskResult = TaskResult
 
 # Django's reference backends, as TASKS "BACKEND" paths on this stack.
 IMMEDIATE_BACKEND = f"{FRAMEWORK}.backends.immediate.ImmediateBackend"
@@ -101,7 +112,7 @@ def task(
             "Use .using(run_after=...) to set it dynamically."
         )
 
-    def build(func: Callable[..., Any]) -> Task:
+    def build(func: Callable[..., Any]) -> AnyTask:
         task_class = task_backends[backend].task_class
         from .options import EchoMQTask  # here: options imports this module
 
@@ -128,7 +139,7 @@ def task(
     if function:
         return build(function)
 
-    def wrapper(func: Callable[..., Any]) -> Task:
+    def wrapper(func: Callable[..., Any]) -> AnyTask:
         return build(func)
 
     return wrapper
@@ -148,8 +159,13 @@ def warn_ignored(alias: str, task_class: type, ignored: tuple[str, ...]) -> None
 
 
 __all__ = [
+    "DEFAULT_TASK_BACKEND_ALIAS",
+    "DEFAULT_TASK_PRIORITY",
+    "DEFAULT_TASK_QUEUE_NAME",
     "DUMMY_BACKEND",
     "IMMEDIATE_BACKEND",
+    "AnyTask",
+    "AnyTaskResult",
     "BaseTaskBackend",
     "InvalidTask",
     "Task",

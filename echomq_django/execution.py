@@ -51,19 +51,20 @@ from django.utils import timezone
 from . import conf, tracing
 from .backends import EchoMQBackend
 from .compat import (
+    AnyTaskResult,
     TaskContext,
     TaskError,
-    TaskResult,
     TaskResultStatus,
     normalize_json,
     task_backends,
     task_finished,
     task_started,
 )
-from .engine.errors import CorruptRow
+from .engine.errors import CorruptRow, EchoMQError
 from .engine.jobs import Claimed, Job
 from .engine.worker import Failure, Outcome, Success, failure_from_exception
-from .payload import Payload, PayloadError, rebuild_task, task_result
+from .exceptions import PayloadError
+from .payload import Payload, rebuild_task, task_result
 from .retries import NO_RETRY, Decision, decide
 
 logger = logging.getLogger("echomq.execution")
@@ -92,11 +93,12 @@ def in_place() -> Iterator[list[BaseException]]:
         _raised.reset(token)
 
 
-class NonJSONReturnValue(TypeError):
+# These two stay here, not in exceptions.py: a row's error list names them by this dotted path.
+class NonJSONReturnValue(EchoMQError, TypeError):
     """The task returned a value that cannot be stored as JSON: the task fails."""
 
 
-class ReturnValueTooLarge(ValueError):
+class ReturnValueTooLarge(EchoMQError, ValueError):
     """The task's return value is bigger as JSON than MAX_PAYLOAD: the task fails."""
 
 
@@ -134,7 +136,7 @@ def run(claimed: Claimed) -> Outcome:
         return outcome
 
 
-def prepare(job: Job) -> tuple[Payload, TaskResult, EchoMQBackend]:
+def prepare(job: Job) -> tuple[Payload, AnyTaskResult, EchoMQBackend]:
     """The payload, TaskResult and backend of a runnable row, or an error saying why not."""
     payload = Payload.loads(job.payload)
     try:
@@ -154,7 +156,7 @@ def refuse(job_id: str, exc: BaseException) -> Failure:
     return replace(failure_from_exception(exc), retry=False)
 
 
-def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
+def call(job: Job, result: AnyTaskResult, backend: EchoMQBackend) -> Outcome:
     """Signals around one call of the task; the outcome for the worker."""
     task = result.task
     sender = type(backend)
@@ -180,7 +182,7 @@ def call(job: Job, result: TaskResult, backend: EchoMQBackend) -> Outcome:
 
 
 def retry_decision(
-    exc: BaseException, job: Job, result: TaskResult, backend: EchoMQBackend
+    exc: BaseException, job: Job, result: AnyTaskResult, backend: EchoMQBackend
 ) -> Decision:
     """The task's retry rule applied to this failure (see :mod:`echomq_django.retries`).
 
@@ -218,7 +220,7 @@ def to_json(value: Any, limit: int) -> str:
     return text
 
 
-def finish(sender: type, result: TaskResult, status: TaskResultStatus) -> None:
+def finish(sender: type, result: AnyTaskResult, status: TaskResultStatus) -> None:
     """Send ``task_finished``; a failing receiver is logged, never changes the outcome.
 
     The in-memory result's finished_at is this worker's clock; the row gets the server's.

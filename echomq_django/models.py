@@ -11,6 +11,8 @@ Django way (groups, users, ``has_perm``):
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import models
 from django.utils import timezone
 
@@ -34,20 +36,32 @@ class OutboxJob(models.Model):
     deletes them. The row keeps everything the engine's ``NewJob`` needs: the job id
     (re-sending it is refused as "exists", which makes a relay crash harmless), the
     payload, and the other fields as JSON (``options``).
+
+    The fields' types are written out (set type, get type) because the check runs
+    django-stubs without its mypy plugin (pyproject [tool.mypy] says why).
     """
 
-    id = models.CharField(primary_key=True, max_length=36)  # the job id (UUIDv7: time-ordered)
-    queue = models.CharField(max_length=100)
-    backend = models.CharField(max_length=100)  # the TASKS alias, for get_result
-    payload = models.TextField()
-    options = models.TextField()  # NewJob's fields besides id and payload, as a JSON object
-    created_at = models.DateTimeField(default=timezone.now)
+    # The job id (UUIDv7: time-ordered).
+    id: models.CharField[str, str] = models.CharField(primary_key=True, max_length=36)
+    queue: models.CharField[str, str] = models.CharField(max_length=100)
+    # The TASKS alias, for get_result.
+    backend: models.CharField[str, str] = models.CharField(max_length=100)
+    payload: models.TextField[str, str] = models.TextField()
+    # NewJob's fields besides id and payload, as a JSON object.
+    options: models.TextField[str, str] = models.TextField()
+    created_at: models.DateTimeField[datetime, datetime] = models.DateTimeField(
+        default=timezone.now
+    )
     # When a relay may take the row: the commit for a new row; a lease (SQLite) or a
     # back-off after a refusal pushes it later.
-    available_at = models.DateTimeField(default=timezone.now)
-    lease = models.CharField(max_length=32, blank=True, default="")  # the leasing relay's token
-    attempts = models.PositiveIntegerField(default=0)  # sends the server refused
-    last_error = models.TextField(blank=True, default="")
+    available_at: models.DateTimeField[datetime, datetime] = models.DateTimeField(
+        default=timezone.now
+    )
+    # The leasing relay's token.
+    lease: models.CharField[str, str] = models.CharField(max_length=32, blank=True, default="")
+    # Sends the server refused.
+    attempts: models.PositiveIntegerField[int, int] = models.PositiveIntegerField(default=0)
+    last_error: models.TextField[str, str] = models.TextField(blank=True, default="")
 
     class Meta:
         db_table = "echomq_outbox"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict
 
 from django.utils import timezone
 
@@ -19,6 +19,7 @@ from .compat import (
     DEFAULT_TASK_BACKEND_ALIAS,
     DEFAULT_TASK_PRIORITY,
     DEFAULT_TASK_QUEUE_NAME,
+    AnyTask,
     InvalidTask,
     Task,
 )
@@ -40,7 +41,7 @@ JOB_OPTIONS = ("max_attempts", "backoff", "timeout", "lease", "result_ttl", "dea
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EchoMQTask(Task):
+class EchoMQTask(AnyTask):
     """A Task with EchoMQ's per-task options (None: the backend's, then the default)."""
 
     # Django's fields, with the defaults Django 6.1 and the backport give them (6.0 gives none).
@@ -85,6 +86,7 @@ class EchoMQTask(Task):
         if isinstance(run_after, timedelta):
             run_after = timezone.now() + run_after
         task = Task.using(self, run_after=run_after, **changes)
+        assert isinstance(task, EchoMQTask)  # using() is a dataclass replace(): the class stays
         if idempotency_key is not None:
             task = replace(task, idempotency_key=idempotency_key)
         return task
@@ -100,6 +102,16 @@ def positive_ms(value: Duration | None, name: str) -> int | None:
     if ms == 0:
         raise InvalidJobOptions(f"{name} must be positive")
     return ms
+
+
+class RowFields(TypedDict, total=False):
+    """The NewJob keyword arguments that job options set (a missing one keeps the engine's)."""
+
+    max_attempts: int
+    timeout_ms: int
+    lease_ms: int
+    result_ttl_ms: int
+    dead_ttl_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,16 +144,20 @@ class JobOptions:
             **{name: getattr(defaults, name) if v is None else v for name, v in mine.items()}
         )
 
-    def new_job_fields(self) -> dict[str, int]:
+    def new_job_fields(self) -> RowFields:
         """The NewJob keyword arguments these options set (unset ones keep the engine's)."""
-        values = {
-            "max_attempts": self.max_attempts,
-            "timeout_ms": self.timeout_ms,
-            "lease_ms": self.lease_ms,
-            "result_ttl_ms": self.result_ttl_ms,
-            "dead_ttl_ms": self.dead_ttl_ms,
-        }
-        return {name: value for name, value in values.items() if value is not None}
+        row: RowFields = {}
+        if self.max_attempts is not None:
+            row["max_attempts"] = self.max_attempts
+        if self.timeout_ms is not None:
+            row["timeout_ms"] = self.timeout_ms
+        if self.lease_ms is not None:
+            row["lease_ms"] = self.lease_ms
+        if self.result_ttl_ms is not None:
+            row["result_ttl_ms"] = self.result_ttl_ms
+        if self.dead_ttl_ms is not None:
+            row["dead_ttl_ms"] = self.dead_ttl_ms
+        return row
 
     def checked(self) -> JobOptions:
         """Raise the engine's typed error for a value out of range (nothing is sent)."""

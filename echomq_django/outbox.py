@@ -34,7 +34,7 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from . import conf
-from .compat import Task, TaskResult, task_backends, task_enqueued
+from .compat import AnyTask, AnyTaskResult, Task, task_backends, task_enqueued
 from .engine.jobs import Job, NewJob
 
 if TYPE_CHECKING:
@@ -68,7 +68,8 @@ def database() -> str:
 
 def in_transaction() -> bool:
     """True inside ``atomic()`` on the outbox's database: an enqueue goes to the outbox."""
-    return transaction.get_connection(database()).in_atomic_block
+    in_atomic: bool = transaction.get_connection(database()).in_atomic_block
+    return in_atomic
 
 
 # -- the write ----------------------------------------------------------------------------
@@ -89,7 +90,7 @@ def to_new_job(row: OutboxJob) -> NewJob:
     return NewJob(id=row.id, payload=row.payload, **options)
 
 
-def write(sender: type, prepared: Sequence[tuple[NewJob, TaskResult]]) -> list[TaskResult]:
+def write(sender: type, prepared: Sequence[tuple[NewJob, AnyTaskResult]]) -> list[AnyTaskResult]:
     """Store the prepared jobs in the outbox, in the current transaction (one INSERT).
 
     Each job is validated first, as the engine would at enqueue: a bad one fails this
@@ -109,7 +110,7 @@ def write(sender: type, prepared: Sequence[tuple[NewJob, TaskResult]]) -> list[T
     return results
 
 
-def _announce(sender: type, results: Iterable[TaskResult]) -> None:
+def _announce(sender: type, results: Iterable[AnyTaskResult]) -> None:
     for result in results:
         task_enqueued.send(sender, task_result=result)
 
@@ -212,7 +213,7 @@ def enabled() -> bool:
     )
 
 
-def loaded_tasks(modules: Iterable[str]) -> list[Task]:
+def loaded_tasks(modules: Iterable[str]) -> list[AnyTask]:
     """The Task objects of every app's ``tasks`` module and of ``modules`` (imported once)."""
     from .payload import discover_tasks
 
@@ -222,7 +223,7 @@ def loaded_tasks(modules: Iterable[str]) -> list[Task]:
     with contextlib.suppress(Exception):
         discover_tasks(modules)
     names = [f"{app.name}.tasks" for app in apps.get_app_configs()] + list(modules)
-    found: list[Task] = []
+    found: list[AnyTask] = []
     for name in dict.fromkeys(names):
         module = sys.modules.get(name)
         if module is not None:

@@ -38,6 +38,7 @@ from .compat import InvalidTask, Task, TaskError, TaskResult, TaskResultStatus, 
 from .discovery import app_module, import_app_module
 from .engine.jobs import Job
 from .engine.times import from_us, to_ms
+from .exceptions import InvalidTaskArguments, PayloadError, UnknownTask
 
 VERSION = 1
 
@@ -52,18 +53,6 @@ STATUS_OF_STATE = {
     "completed": TaskResultStatus.SUCCESSFUL,
     "dead": TaskResultStatus.FAILED,
 }
-
-
-class InvalidTaskArguments(InvalidTask, TypeError):
-    """An argument (or return value) that cannot be stored as JSON; nothing was written."""
-
-
-class PayloadError(ValueError):
-    """A row's payload that cannot be turned into a Task call: the job must never run."""
-
-
-class UnknownTask(PayloadError):
-    """The row names something that is not a Task object loaded in this process."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from .compat import TaskResult
+from .compat import AnyTaskResult
 from .engine.errors import InvalidJobOptions
 from .engine.jobs import MAX_DELAY_MS
 
 logger = logging.getLogger("echomq.execution")
 
 Delay = int | float | timedelta
-BackoffFunction = Callable[[BaseException, TaskResult], Delay | None]
+BackoffFunction = Callable[[BaseException, AnyTaskResult], Delay | None]
 Backoff = Delay | BackoffFunction
 ExceptionTypes = tuple[type[BaseException], ...]
 
@@ -94,7 +94,7 @@ NO_RETRY = Decision(False)
 
 def decide(
     exc: BaseException,
-    result: TaskResult,
+    result: AnyTaskResult,
     *,
     used: int,
     max_attempts: int,

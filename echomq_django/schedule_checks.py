@@ -18,7 +18,8 @@ from typing import Any
 from django.core import checks
 
 from .engine.schedules import InvalidCron, UnknownTimeZone
-from .schedules import MalformedSchedules, UnknownScheduleTask, problems
+from .exceptions import MalformedSchedules, UnknownScheduleTask
+from .schedules import problems
 
 HINTS = {
     "echomq.E101": 'e.g. ECHOMQ["SCHEDULES"] = {"nightly": {"task": "app.tasks.nightly", '
@@ -47,7 +48,7 @@ def check_id(problem: Exception) -> str:
 @checks.register("echomq")
 def check_schedules(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Every schedule builds: its task, its timing, its zone and its options."""
-    found = []
+    found: list[checks.CheckMessage] = []
     for problem in problems():
         ident = check_id(problem)
         found.append(checks.Error(f"{str(problem).rstrip('.')}.", hint=HINTS[ident], id=ident))

@@ -43,11 +43,12 @@ from django.core.exceptions import ImproperlyConfigured
 
 from . import conf
 from .backends import EchoMQBackend
-from .compat import InvalidTask, Task, task_backends
+from .compat import AnyTask, InvalidTask, Task, task_backends
 from .engine.errors import InvalidSchedule
 from .engine.schedules import DEFAULT_GRACE_MS, Schedule
+from .exceptions import MalformedSchedules, PayloadError, UnknownScheduleTask
 from .options import duration_ms
-from .payload import PayloadError, discover_tasks, encode_arguments, resolve_task
+from .payload import discover_tasks, encode_arguments, resolve_task
 
 KNOWN_KEYS = frozenset(
     {"task", "cron", "every", "timezone", "args", "kwargs", "queue", "priority"}
@@ -56,14 +57,6 @@ KNOWN_KEYS = frozenset(
 T = TypeVar("T")
 # name -> the SCHEDULES entries that @periodic declared under it, as tasks modules load
 _decorated: dict[str, list[dict[str, Any]]] = {}
-
-
-class UnknownScheduleTask(InvalidSchedule):
-    """A schedule names something that is not a task the worker would run."""
-
-
-class MalformedSchedules(InvalidSchedule):
-    """SCHEDULES, or one of its entries, is not a dict of known keys."""
 
 
 def raw_schedules() -> Mapping[str, Any]:
@@ -129,7 +122,7 @@ def build(name: object, spec: object) -> Schedule:
     if not isinstance(path, str) or not path:
         raise UnknownScheduleTask(f"{where} names no task (a dotted path to a @task)")
     try:
-        task: Task = resolve_task(path, task_modules())
+        task: AnyTask = resolve_task(path, task_modules())
         changes = {"queue_name": spec["queue"]} if "queue" in spec else {}
         if "priority" in spec:
             changes["priority"] = spec["priority"]
@@ -151,7 +144,7 @@ def build(name: object, spec: object) -> Schedule:
         every = duration_ms(spec.get("every"), "every")
         grace = duration_ms(spec.get("grace"), "grace")
         return Schedule(
-            name=name,  # type: ignore[arg-type]  (validated by Schedule)
+            name=name,  # type: ignore[arg-type]  # any SCHEDULES key: Schedule validates it
             queue=task.queue_name,
             job=job,
             cron=spec.get("cron") or "",

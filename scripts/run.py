@@ -30,17 +30,18 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from echomq_django.embedded import (  # noqa: E402 - after the path tweak
+from echomq_django.devserver import (  # noqa: E402 - after the path tweak
     EmbeddedServer,
     ServerBinaryNotFound,
     ServerStartError,
-    _child_setup,
     free_port,
     port_is_free,
+    spawn,
 )
 
 VAR = Path(os.environ.get("ECHOMQ_VAR_DIR") or ROOT / "var").resolve()
@@ -77,12 +78,7 @@ def manage(*args: str, env: dict[str, str], capture: bool = False) -> subprocess
     )
 
 
-# ---------------------------------------------------------------------------------------
-# Server
-# ---------------------------------------------------------------------------------------
-
-
-def start_server() -> tuple[EmbeddedServer, object]:
+def start_server() -> tuple[EmbeddedServer, TextIO]:
     data = VAR / "valkey"
     data.mkdir(parents=True, exist_ok=True)
     lock = open(data / ".run.lock", "w")  # noqa: SIM115 - held for the whole run
@@ -132,10 +128,6 @@ def cli_hint(url: str) -> str:
     return f"{prefix}{python} manage.py echomq stats --watch"
 
 
-# ---------------------------------------------------------------------------------------
-# Django steps
-# ---------------------------------------------------------------------------------------
-
 # One Django process for both: make sure the demo superuser exists, list the commands.
 ENSURE_ADMIN = """
 import os
@@ -168,15 +160,12 @@ def admin_credentials() -> tuple[str, str]:
     return name, password
 
 
-# ---------------------------------------------------------------------------------------
-# Children
-# ---------------------------------------------------------------------------------------
-
-
 class Child:
     def __init__(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         self.name = name
-        self.proc = subprocess.Popen(
+        # Own process group (Ctrl-C reaches only us; we decide when it stops), and
+        # SIGTERM if this launcher dies without cleaning up.
+        self.proc = spawn(
             argv,
             cwd=ROOT,
             env=env,
@@ -185,9 +174,6 @@ class Child:
             stderr=subprocess.STDOUT,
             text=True,
             bufsize=1,
-            # Own process group (Ctrl-C reaches only us; we decide when it stops), and
-            # SIGTERM if this launcher dies without cleaning up.
-            preexec_fn=_child_setup,
         )
         self.thread = threading.Thread(target=self._pump, daemon=True)
         self.thread.start()
@@ -268,7 +254,7 @@ def main() -> int:
     env["PYTHONUNBUFFERED"] = "1"
 
     server: EmbeddedServer | None = None
-    lock = None
+    lock: TextIO | None = None
     children: list[Child] = []
     status = 0
     try:

@@ -38,7 +38,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from echomq_django.embedded import EmbeddedCluster, EmbeddedServer, ServerBinaryNotFound
+from echomq_django.devserver import EmbeddedCluster, EmbeddedServer, ServerBinaryNotFound
 from tests import servers
 
 

@@ -1,7 +1,7 @@
 """Real servers for the test suite: started once per session, on random loopback ports.
 
 No fakeredis, no mocks: every server here is a real valkey-server / redis-server
-child process (see :mod:`echomq_django.embedded`). The fixtures in
+child process (see :mod:`echomq_django.devserver`). The fixtures in
 ``tests/conftest.py`` are thin wrappers around the helpers below.
 """
 
@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from echomq_django.embedded import (
+from echomq_django.devserver import (
     EmbeddedCluster,
     EmbeddedServer,
     ServerBinaryNotFound,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from echomq_django.embedded import EmbeddedServer, free_port
+from echomq_django.devserver import EmbeddedServer, free_port
 
 pytestmark = pytest.mark.slow
 

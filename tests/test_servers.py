@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import ssl
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import redis
@@ -10,13 +14,16 @@ from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.retry import Retry
 
-from echomq_django.embedded import (
+import echomq_django
+from echomq_django.devserver import (
     EmbeddedServer,
     ServerBinaryNotFound,
+    ServerCommandError,
     ServerStartError,
     find_server_binary,
     server_version,
 )
+from echomq_django.engine.errors import ServerUnavailable
 
 
 def test_server_answers_ping_with_its_version(server, redis_client):
@@ -95,15 +102,25 @@ def test_start_failure_reports_the_server_log(server):
     bad.stop()
 
 
+def test_commands_answer_as_the_server_sent_and_fail_typed(server):
+    own = EmbeddedServer(binary=server.binary).start()
+    try:
+        assert own.command("SET", "k", "v") == "OK"
+        assert own.command("INFO", "server").startswith("# Server")  # the text, not parsed
+        with pytest.raises(ServerCommandError, match="unknown command"):
+            own.command("NO-SUCH-COMMAND")
+        own.stop(cleanup=False)
+        with pytest.raises(ServerUnavailable):
+            own.command("PING", timeout=1)
+        assert own.ping() is False
+    finally:
+        own.stop()
+
+
 def test_binary_not_found_says_what_to_install(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(ServerBinaryNotFound, match="redis-server"):
         find_server_binary("redis")
-
-
-# ---------------------------------------------------------------------------------------
-# Cluster
-# ---------------------------------------------------------------------------------------
 
 
 def test_cluster_has_three_masters_and_is_ok(valkey_cluster):
@@ -153,11 +170,6 @@ def test_cluster_client_is_flushed_again(valkey_cluster, cluster_client):
         startup_nodes=[ClusterNode(h, p) for h, p in valkey_cluster.startup_nodes]
     )
     assert client.get("emq:{leak}:x") is None
-
-
-# ---------------------------------------------------------------------------------------
-# TLS and ACL
-# ---------------------------------------------------------------------------------------
 
 
 def test_tls_connects_with_the_ca(tls_server):
@@ -222,3 +234,34 @@ def test_cluster_connector_runs_on_the_cluster(cluster_connector, cluster_url):
     assert cluster_connector.is_cluster
     cluster_connector.client.set("emq:{c}:k", "v")
     assert cluster_connector.client.get("emq:{c}:k") == "v"
+
+
+def test_importing_the_dev_server_starts_and_registers_nothing():
+    code = (
+        "import atexit, redis, echomq_django.engine.errors\n"
+        "before = atexit._ncallbacks()\n"
+        "from echomq_django.devserver import process\n"
+        "print(atexit._ncallbacks() - before, process._prctl.cache_info().currsize)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split() == ["0", "0"]  # no exit hook, prctl not loaded
+
+
+def test_no_runtime_module_imports_the_dev_server():
+    package = Path(echomq_django.__file__).parent
+    importers = []
+    for source in package.rglob("*.py"):
+        part = source.relative_to(package).parts[0]
+        if part in ("devserver", "testing"):  # the test plugin starts a server of its own
+            continue
+        for node in ast.walk(ast.parse(source.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or "", *(alias.name for alias in node.names)]
+            if any("devserver" in name for name in names):
+                importers.append(str(source.relative_to(package)))
+    assert importers == []

@@ -37,7 +37,8 @@ READ_ERRORS = "echomq.escape-undecodable"
 
 def _escape_undecodable(exc: UnicodeError) -> tuple[str, int]:
     if isinstance(exc, UnicodeDecodeError):
-        return codecs.backslashreplace_errors(exc)
+        text, end = codecs.backslashreplace_errors(exc)
+        return str(text), end
     raise exc
 
 

@@ -81,7 +81,7 @@ class Connector:
 
     def _command(self, command: tuple[Any, ...]) -> Any:
         if self._connections is None:
-            return self.client.execute_command(*command)
+            return self.client.execute_command(*command)  # type: ignore[no-untyped-call]
         return self._connections.call(lambda conn: exchange(conn, command))
 
     def run_many(self, calls: Sequence[Call]) -> list[Any]:
@@ -147,20 +147,20 @@ class Connector:
 
     def _on_one_connection(self, commands: Sequence[tuple[Any, ...]], key: str) -> list[Any]:
         if self._connections is not None:
-            return self._connections.call(lambda conn: exchange_commands(conn, commands))
+            return list(self._connections.call(lambda conn: exchange_commands(conn, commands)))
         client = self.client
-        if self.is_cluster:  # the node that serves the key, on one of its connections
-            client = self.client.get_node_from_key(key).redis_connection
+        if isinstance(client, redis.RedisCluster):  # the node that serves the key
+            client = client.get_node_from_key(key).redis_connection
         pipe = client.pipeline(transaction=False)
         for command in commands:
             pipe.execute_command(*command)
-        return pipe.execute(raise_on_error=False)
+        return list(pipe.execute(raise_on_error=False))
 
     def _pipeline(self, calls: Sequence[Call]) -> list[Any]:
         if self._connections is not None:
-            return self._connections.call(lambda conn: exchange_many(conn, calls))
-        if self.is_cluster:
-            return self._cluster_pipeline(calls)
+            return list(self._connections.call(lambda conn: exchange_many(conn, calls)))
+        if isinstance(self.client, redis.RedisCluster):
+            return self._cluster_pipeline(self.client, calls)
         return self._node_pipeline(self.client, calls)
 
     @staticmethod
@@ -168,9 +168,9 @@ class Connector:
         pipe = client.pipeline(transaction=False)
         for call in calls:
             pipe.execute_command(*evalsha(call))
-        return pipe.execute(raise_on_error=False)
+        return list(pipe.execute(raise_on_error=False))
 
-    def _cluster_pipeline(self, calls: Sequence[Call]) -> list[Any]:
+    def _cluster_pipeline(self, cluster: redis.RedisCluster, calls: Sequence[Call]) -> list[Any]:
         """One plain pipeline per node (redis-py's cluster pipeline refuses EVALSHA).
 
         All keys of one call share a hash tag, so its first key names its node. A
@@ -180,7 +180,7 @@ class Connector:
         replies: list[Any] = [None] * len(calls)
         by_node: dict[str, tuple[Any, list[int]]] = {}
         for i, call in enumerate(calls):
-            node = self.client.get_node_from_key(call.keys[0])
+            node = cluster.get_node_from_key(call.keys[0])
             by_node.setdefault(node.name, (node, []))[1].append(i)
         for node, indexes in by_node.values():
             results = self._node_pipeline(node.redis_connection, [calls[i] for i in indexes])

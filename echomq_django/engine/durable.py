@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .connector import Call, Connector
 from .errors import EchoMQError, InvalidJobOptions, NotDurable
@@ -78,7 +78,9 @@ class DurableJobs(Jobs):
     def __init__(self, connector: Connector, durability: Durability, **options: Any) -> None:
         super().__init__(connector, **options)
         self.durability = durability
-        self._writer = Jobs(_WaitingConnector(connector, durability), **options)
+        # A Connector by delegation (``__getattr__``): Jobs types its connector as the class.
+        waiting = cast(Connector, _WaitingConnector(connector, durability))
+        self._writer = Jobs(waiting, **options)
 
     def enqueue_many(self, queue: str, jobs: Iterable[NewJob]) -> list[Enqueued]:
         """``Jobs.enqueue_many``, then the wait; ``NotDurable`` (with the ids) if it fell short."""

@@ -335,27 +335,39 @@ class Jobs(Reads, Sweeps):
             [job_id, int(token), lease_ms, int(ran_us)],
         )
 
-    def release(self, queue: str, job_id: str, token: int) -> None:
-        """Give the job back to pending at once, refunding the attempt."""
-        (reply,) = self.release_many([(queue, job_id, token)])
+    def release(self, queue: str, job_id: str, token: int, *, began: bool = True) -> None:
+        """Give the job back to pending at once, refunding the attempt. ``began=False``:
+        its run never began (it waited in the read-ahead), so the run its claim recorded
+        is taken back too, and Django's attempts (one per run) do not count it."""
+        (reply,) = self.release_many([(queue, job_id, token)], began=[began])
         if isinstance(reply, Exception):
             raise reply
 
     def release_many(
-        self, items: Sequence[tuple[str, str, int]], *, solo: bool = False
+        self,
+        items: Sequence[tuple[str, str, int]],
+        *,
+        solo: bool = False,
+        began: Sequence[bool] | None = None,
     ) -> list[Any]:
         """Pipeline many releases (queue, id, token) in one round trip: 1 per job given
         back, or the job's typed error (``StaleToken``) as its entry. ``solo``: they were
-        running in a process that died beside each other (see release.lua)."""
-        return self.connector.run_many([self._release_call(*item, solo) for item in items])
+        running in a process that died beside each other (see release.lua). ``began[i]``:
+        whether job i's run began (default: all did, which never under-counts a run)."""
+        ran = [True] * len(items) if began is None else list(began)
+        if len(ran) != len(items):
+            raise ValueError("began must hold one flag per item")
+        return self.connector.run_many(
+            [self._release_call(*item, solo, b) for item, b in zip(items, ran)]
+        )
 
     @staticmethod
-    def _release_call(queue: str, job_id: str, token: int, solo: bool) -> Call:
+    def _release_call(queue: str, job_id: str, token: int, solo: bool, began: bool) -> Call:
         keys = QueueKeys.of(queue)
         return Call(
             script.load("release"),
             [keys.active, keys.pending, keys.seq, keys.metrics, keys.wake, keys.job(job_id)],
-            [job_id, int(token), 1 if solo else 0],
+            [job_id, int(token), 1 if solo else 0, 1 if began else 0],
         )
 
     def crashed(
@@ -395,16 +407,20 @@ class Jobs(Reads, Sweeps):
         stops it within about a second and sends it to dead; see cancel.lua)."""
         keys = QueueKeys.of(queue)
         one_line(reason, "reason", 200)
-        return self.connector.run(
-            script.load("cancel"),
-            [keys.pending, keys.scheduled, keys.dead, keys.metrics, keys.job(job_id)],
-            [job_id, reason],
+        return str(
+            self.connector.run(
+                script.load("cancel"),
+                [keys.pending, keys.scheduled, keys.dead, keys.metrics, keys.job(job_id)],
+                [job_id, reason],
+            )
         )
 
     def delete(self, queue: str, job_id: str) -> str:
         """Remove the job and its row, whatever its state. Returns the state it was in."""
         keys = QueueKeys.of(queue)
         sets = [keys.state_set(s) for s in STATES]
-        return self.connector.run(
-            script.load("delete"), [*sets, keys.metrics, keys.job(job_id)], [job_id]
+        return str(
+            self.connector.run(
+                script.load("delete"), [*sets, keys.metrics, keys.job(job_id)], [job_id]
+            )
         )

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
+
+from redis.typing import EncodableT, FieldT
 
 from .connector import Connector, translate_error
 from .keyspace import WORKERS_KEY, validate_worker_id, worker_key
@@ -36,7 +38,8 @@ class WorkerInfo:
     started_at: float  # Unix seconds
     last_seen: float  # Unix seconds (the worker's clock at its last heartbeat)
 
-    def to_fields(self) -> dict[str, str]:
+    def to_fields(self) -> dict[FieldT, EncodableT]:
+        """The HASH to write (every value a str), typed as redis-py's ``hset`` takes it."""
         return {
             "host": self.host,
             "pid": str(self.pid),
@@ -114,7 +117,8 @@ def list_workers(connector: Connector) -> list[WorkerInfo]:
     """The live workers, by id. Index entries whose HASH expired are pruned."""
     client = connector.client
     try:
-        ids: Sequence[str] = client.zrange(WORKERS_KEY, 0, -1)
+        # The members, as str (decode_responses): redis-py types any ZRANGE reply form.
+        ids = cast(list[str], client.zrange(WORKERS_KEY, 0, -1))
         valid = [i for i in ids if _is_worker_id(i)]
         pipe = client.pipeline(transaction=False)
         for worker_id in valid:

@@ -198,7 +198,7 @@ class Scheduler:
             now, stored = self.read(schedule.queue)
             record = next((s for s in stored if s.name == schedule.name), None)
             after = max(now, (record and record.last_tick) or 0)
-            outcome = self.connector.run(
+            outcome: str = self.connector.run(  # "unchanged", "retry" or the outcome
                 script.load("schedule_sync"),
                 [keys.schedules, keys.schedule(schedule.name)],
                 [schedule.name, schedule.digest, schedule.timing.next_after(after), *pairs],
@@ -299,7 +299,8 @@ class Scheduler:
              keys.schedule(name), keys.job(job_id)],
             [name, job_id],
         )  # fmt: skip
-        return reply[0]
+        first: str = reply[0]  # the script's reply: {id, state}
+        return first
 
     def remove(self, queue: str, name: str) -> None:
         """Delete an orphaned schedule's record (``WrongState`` if code still declares it)."""

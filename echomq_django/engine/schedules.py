@@ -114,7 +114,7 @@ class Timing:
             next(CronSim(cron, datetime.now(tz)))
         except (CronSimError, StopIteration, ValueError, LookupError, OverflowError) as exc:
             raise InvalidCron(
-                f"bad cron expression {cron!r}: {exc or 'it never matches'}"
+                f"bad cron expression {cron!r}: {str(exc) or 'it never matches'}"
             ) from None
         return cls(cron=cron, timezone=timezone)
 

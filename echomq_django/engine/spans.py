@@ -17,6 +17,7 @@ except ImportError:  # the [otel] extra is not installed
     trace = None  # type: ignore[assignment]
     propagate = None  # type: ignore[assignment]
 
+__all__ = ["TRACER_NAME", "note_refusals", "propagate", "script_span", "trace"]
 TRACER_NAME = "echomq_django.engine"
 
 

@@ -1159,7 +1159,8 @@ class Worker:
             lease.released = True
         items = [(le.claimed.queue, le.claimed.id, le.claimed.token) for le in leases]
         try:
-            replies = self.jobs.release_many(items, solo=solo)
+            began = [bool(le.started) for le in leases]  # a read-ahead never run: no run
+            replies = self.jobs.release_many(items, solo=solo, began=began)
         except ServerUnavailable as exc:
             logger.warning("could not release %d job(s) (%s); the reaper will", len(leases), exc)
             replies = []

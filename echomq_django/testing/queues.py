@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import conf, execution, outbox, schedules
-from ..compat import Task, task_backends
+from ..compat import AnyTask, task_backends
 from ..engine.jobs import Claimed, Jobs
 from ..engine.outcome import Failure, Success, error_object
 from ..engine.retry_policy import RetryPolicy
@@ -66,7 +66,7 @@ class RanJob:
     error: str  # the failure's summary line ('' when it completed)
 
 
-def task_path(task: Task | str) -> str:
+def task_path(task: AnyTask | str) -> str:
     return task if isinstance(task, str) else task.module_path
 
 
@@ -98,7 +98,7 @@ class TestQueues:
 
     def jobs(
         self,
-        task: Task | str | None = None,
+        task: AnyTask | str | None = None,
         *,
         queue: str | None = None,
         states: Iterable[str] = WAITING,

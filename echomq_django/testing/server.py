@@ -1,6 +1,6 @@
 """The test session's server, and the database each test process uses on it.
 
-A real server, never a stand-in: the embedded Valkey (:mod:`echomq_django.embedded`,
+A real server, never a stand-in: the embedded Valkey (:mod:`echomq_django.devserver`,
 one per test process, so ``pytest -n`` workers never share one), or the server
 ``ECHOMQ_TEST_URL`` names. On a server of its own a process uses db 0; on
 ``ECHOMQ_TEST_URL`` the process uses the URL's db plus its ``pytest-xdist`` worker
@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
-from ..embedded import EmbeddedServer
+from ..devserver import EmbeddedServer
 
 TEST_URL_ENV = "ECHOMQ_TEST_URL"
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from echomq_django.compat import TaskResult, TaskResultDoesNotExist, TaskResultStatus, task_backends
-from echomq_django.payload import PayloadError
+from echomq_django.exceptions import PayloadError
 
 from . import tasks
 from .forms import WelcomeForm

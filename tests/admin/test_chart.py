@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from echomq_django.admin_chart import merge, nice_top, sparkline, throughput_chart
+from echomq_django.admin.chart import merge, nice_top, sparkline, throughput_chart
 from echomq_django.templatetags.echomq_admin import ago, last_line
 
 

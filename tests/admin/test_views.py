@@ -88,7 +88,7 @@ def test_server_url_is_shown_without_its_password(settings, make_acl_server, sup
 
 
 def test_lost_server_is_a_clear_503(settings, superuser):
-    from echomq_django.embedded import free_port
+    from echomq_django.devserver import free_port
 
     settings.ECHOMQ = {"URL": f"redis://127.0.0.1:{free_port()}/0", "QUEUES": ["default"]}
     conf.reset()

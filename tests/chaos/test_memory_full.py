@@ -23,7 +23,7 @@ import time
 import pytest
 import redis
 
-from echomq_django.embedded import EmbeddedServer
+from echomq_django.devserver import EmbeddedServer
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.errors import ServerOutOfMemory
 from echomq_django.engine.jobs import Jobs, NewJob

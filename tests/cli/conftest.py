@@ -18,7 +18,7 @@ import pytest
 from django.core.management import call_command
 
 from echomq_django import conf
-from echomq_django.embedded import EmbeddedServer, ServerBinaryNotFound
+from echomq_django.devserver import EmbeddedServer, ServerBinaryNotFound
 from echomq_django.engine.jobs import Claimed, Jobs, NewJob
 from tests import servers
 

@@ -18,7 +18,7 @@ from echomq_django.checks import (
     server_findings,
     server_warnings,
 )
-from echomq_django.embedded import free_port
+from echomq_django.devserver import free_port
 from echomq_django.engine.connector import Connector
 from tests.django.tasks import echo
 

@@ -12,7 +12,7 @@ import pytest
 from django.core.management.base import CommandError
 
 from echomq_django import conf
-from echomq_django.embedded import free_port
+from echomq_django.devserver import free_port
 from echomq_django.engine import registry, script
 from echomq_django.engine.acl import worker_acl_rules
 from echomq_django.engine.jobs import NewJob

@@ -11,7 +11,7 @@ from django.urls import resolve
 from prometheus_client.parser import text_string_to_metric_families
 
 from echomq_django import conf, metrics
-from echomq_django.embedded import free_port
+from echomq_django.devserver import free_port
 from echomq_django.engine import registry
 from tests.cli.conftest import enqueue, make_completed, make_dead
 

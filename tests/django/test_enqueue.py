@@ -21,7 +21,7 @@ from echomq_django.compat import (
     task_enqueued,
 )
 from echomq_django.engine.errors import InvalidJobOptions
-from echomq_django.payload import InvalidTaskArguments
+from echomq_django.exceptions import InvalidTaskArguments
 from tests.django import tasks
 
 pytestmark = pytest.mark.django_db

@@ -15,8 +15,8 @@ from echomq_django.backends import EchoMQBackend
 from echomq_django.compat import TaskResultStatus, task_enqueued, task_finished, task_started
 from echomq_django.engine.jobs import NewJob
 from echomq_django.engine.worker import Failure, Success, Worker
+from echomq_django.exceptions import PayloadError
 from echomq_django.execution import execute
-from echomq_django.payload import PayloadError
 from tests.django import tasks
 
 pytestmark = pytest.mark.django_db

@@ -157,9 +157,11 @@ def test_started_at_is_the_first_run_and_last_attempted_at_the_latest(jobs, work
 
 def test_read_ahead_jobs_are_stamped_when_each_starts_not_when_claimed(jobs):
     """Short jobs are claimed many at a time and run one after another (concurrency 1):
-    ordered by started_at they must come out in priority order, each its own moment."""
+    ordered by started_at they must come out in priority order, each its own moment.
+    A stamp is exact to within one call's latency (the server stamps "now minus how
+    long ago it began"): each job naps 30 ms, a margin a loaded machine holds."""
     priorities = [3, -7, 9, 0, 12, -2, 5, 1, -11, 7, 2, 10, -4, 6, 4]
-    results = [tasks.nap.using(priority=p).enqueue(0.002) for p in priorities]
+    results = [tasks.nap.using(priority=p).enqueue(0.03) for p in priorities]
     Worker(jobs, QUEUES, execute, burst=True, name="w1", concurrency=1).run()
     done = [tasks.nap.get_result(r.id) for r in results]
     assert len({r.started_at for r in done}) == len(done)  # no two share a stamp

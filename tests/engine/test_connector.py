@@ -11,7 +11,7 @@ from urllib.parse import quote
 import pytest
 import redis
 
-from echomq_django.embedded import EmbeddedServer, free_port
+from echomq_django.devserver import EmbeddedServer, free_port
 from echomq_django.engine import clients as clients_module
 from echomq_django.engine import script
 from echomq_django.engine.connector import Call, Connector, mask_url, translate_error

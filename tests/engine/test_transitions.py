@@ -339,6 +339,26 @@ def test_release_refunds_the_attempt_and_keeps_the_place(jobs):
     assert jobs.stats(QUEUE).metrics["released"] == 3
 
 
+def test_a_release_of_a_run_that_never_began_takes_back_the_run_its_claim_recorded(jobs):
+    """A claim marks every job it leases as started (read-ahead included); one given back
+    unrun must not count as a run (Django's attempts are the row's worker_ids)."""
+    [job_id] = enqueue_n(jobs, 1)
+    ran = jobs.claim(QUEUE, "w1", start_now=1).jobs[0]
+    jobs.release(QUEUE, job_id, ran.token)  # began (the default): the run stays on record
+    assert jobs.get(QUEUE, job_id).worker_ids == ("w1",)
+    waited = jobs.claim(QUEUE, "w2", start_now=1).jobs[0]
+    assert jobs.get(QUEUE, job_id).worker_ids == ("w1", "w2")
+    jobs.release(QUEUE, job_id, waited.token, began=False)
+    row = jobs.get(QUEUE, job_id)
+    assert (row.worker_ids, row.state) == (("w1",), "pending")
+    third = jobs.claim(QUEUE, "w3", start_now=1).jobs[0]
+    assert jobs.get(QUEUE, job_id).worker_ids == ("w1", "w3")
+    with pytest.raises(StaleToken):  # the fence still holds for the unrun lease
+        jobs.release(QUEUE, job_id, waited.token, began=False)
+    assert jobs.get(QUEUE, job_id).worker_ids == ("w1", "w3")
+    assert third.token > waited.token
+
+
 # -- reap ---------------------------------------------------------------------------------
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from echomq_django.embedded import free_port
+from echomq_django.devserver import free_port
 from tests.test_run_launcher import Launcher, _processes_mentioning
 
 pytestmark = [

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from echomq_django import conf, metrics, outbox, outbox_checks
 from echomq_django.compat import TaskResultDoesNotExist, TaskResultStatus, task_enqueued
-from echomq_django.embedded import EmbeddedServer
+from echomq_django.devserver import EmbeddedServer
 from echomq_django.engine.errors import ServerUnavailable
 from echomq_django.models import OutboxJob
 from echomq_django.relay import Relay

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from redis.crc import key_slot
 
-from echomq_django.embedded import EmbeddedCluster, EmbeddedServer
+from echomq_django.devserver import EmbeddedCluster, EmbeddedServer
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Jobs
 from echomq_django.engine.keyspace import QueueKeys

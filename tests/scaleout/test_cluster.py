@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redis.crc import key_slot
 
-from echomq_django.embedded import EmbeddedServer
+from echomq_django.devserver import EmbeddedServer
 from echomq_django.engine import script
 from echomq_django.engine.connector import Call, Connector
 from echomq_django.engine.errors import ScriptError, ServerUnavailable, StaleToken

@@ -12,7 +12,7 @@ import ssl
 import pytest
 import redis
 
-from echomq_django.embedded import (
+from echomq_django.devserver import (
     EmbeddedCluster,
     ServerBinaryNotFound,
     ServerStartError,

@@ -91,7 +91,7 @@ def test_unix_socket(make_unix_server):
 
 @pytest.fixture
 def make_unix_server(tmp_path):
-    from echomq_django.embedded import EmbeddedServer
+    from echomq_django.devserver import EmbeddedServer
 
     server = EmbeddedServer(unixsocket=True).start()
     yield f"unix://{server.unix_socket_path}?db=0"

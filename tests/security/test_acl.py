@@ -18,7 +18,7 @@ import redis
 from django.core import checks
 
 from echomq_django import conf
-from echomq_django.embedded import server_product, server_version
+from echomq_django.devserver import server_product, server_version
 from echomq_django.engine import registry
 from echomq_django.engine.acl import CLIENT_COMMANDS, granted_commands, worker_acl_rules
 from echomq_django.engine.jobs import NewJob

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from echomq_django import conf
-from echomq_django.embedded import EmbeddedServer, free_port
+from echomq_django.devserver import EmbeddedServer, free_port
 from echomq_django.engine.connector import Connector, mask_url
 from echomq_django.engine.errors import ServerUnavailable
 from echomq_django.engine.jobs import Jobs, NewJob

@@ -18,7 +18,7 @@ import redis
 
 from echomq_django import conf
 from echomq_django.checks import durability_findings
-from echomq_django.embedded import EmbeddedServer, server_product
+from echomq_django.devserver import EmbeddedServer, server_product
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.durable import Durability, DurableJobs
 from echomq_django.engine.errors import NotDurable

@@ -14,7 +14,7 @@ import pytest
 from echomq_django import conf
 from echomq_django.engine.jobs import NewJob
 from echomq_django.engine.keyspace import QUEUES_KEY, WORKERS_KEY, QueueKeys, worker_key
-from echomq_django.payload import InvalidTaskArguments
+from echomq_django.exceptions import InvalidTaskArguments
 from tests.cli.conftest import echomq_cmd, manage_py
 from tests.django.tasks import echo
 

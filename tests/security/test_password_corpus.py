@@ -21,7 +21,7 @@ from django.core import checks
 from django.core.management.base import CommandError
 
 from echomq_django import conf
-from echomq_django.embedded import EmbeddedServer
+from echomq_django.devserver import EmbeddedServer
 from echomq_django.engine.connector import mask_url
 from tests.cli.conftest import echomq_cmd, manage_py
 

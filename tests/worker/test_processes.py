@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from echomq_django.embedded import EmbeddedServer
+from echomq_django.devserver import EmbeddedServer
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Jobs, NewJob
 from tests import servers

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 import redis
 
-from echomq_django.embedded import EmbeddedServer, free_port
+from echomq_django.devserver import EmbeddedServer, free_port
 from echomq_django.engine import registry
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Jobs, NewJob

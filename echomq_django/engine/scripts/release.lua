@@ -7,6 +7,8 @@
 -- KEYS[4] metrics HASH   KEYS[5] wake     ZSET   KEYS[6] job row  HASH
 -- ARGV[1] job id   ARGV[2] token   ARGV[3] solo (1: it was running in a process that
 --         died beside other jobs, so it runs alone from now on; see reap.lua)
+-- ARGV[4] began (0: its run never began, it waited in the holder's read-ahead: the
+--         run its claim recorded, and the worker id it added, are taken back)
 --
 -- Reply: 1. Error: EMQSTALE when the caller no longer holds the lease.
 -- @include "limits"
@@ -19,6 +21,13 @@ gates_free(id, row[3])
 redis.call('HINCRBY', jk, 'refunds', 1)
 if ARGV[3] == '1' then
   redis.call('HSET', jk, 'solo', '1')
+end
+if ARGV[4] == '0' then
+  local run, workers = unpack(redis.call('HMGET', jk, 'run', 'worker_ids'))
+  if run == ARGV[2] then  -- the claim marked this lease's run (see mark_started)
+    local before = workers and string.match(workers, '^(.*)\n[^\n]*$') or ''
+    redis.call('HSET', jk, 'run', '0', 'worker_ids', before, 'isolated', '0')
+  end
 end
 to_pending(jk, id, KEYS[2], KEYS[3], false)
 redis.call('HINCRBY', KEYS[4], 'released', 1)

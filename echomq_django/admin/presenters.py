@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from . import admin_chart
-from .engine.errors import InvalidJobId
-from .engine.jobs import Job
-from .engine.keyspace import validate_job_id
-from .engine.registry import WorkerInfo
-from .payload import Payload, PayloadError
+from ..engine.errors import InvalidJobId
+from ..engine.jobs import Job
+from ..engine.keyspace import validate_job_id
+from ..engine.registry import WorkerInfo
+from ..exceptions import PayloadError
+from ..payload import Payload
+from .chart import Sparkline
 
 
 def from_us(value: object) -> datetime | None:
@@ -57,6 +58,11 @@ def int_or_none(value: object) -> int | None:
         return int(str(value)) if value not in (None, "") else None
     except ValueError:
         return None
+
+
+def plural(count: int, what: str) -> str:
+    """``1 job``, ``2 jobs``: a count as a message says it."""
+    return f"{count} {what}" if count == 1 else f"{count} {what}s"
 
 
 def pretty(value: Any) -> str:
@@ -195,7 +201,7 @@ class QueueSummary:
 
     name: str
     counts: list[StateCount]
-    spark: admin_chart.Sparkline
+    spark: Sparkline
     completed: int
     failed: int
 

@@ -10,13 +10,9 @@ purge). Queue names, states and job ids in URLs are validated by path
 converters before a view runs, so an ill-formed one is a 404 and never a key.
 """
 
-# Over ~400 lines: the view models moved to admin_rows.py; the action registry and the views
-# remain together (issue 18).
-
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
@@ -26,12 +22,27 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.http.response import HttpResponseBase, HttpResponseNotAllowed
 from django.shortcuts import render
-from django.urls import URLPattern, path, register_converter, reverse
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.utils.text import capfirst
 
-from . import admin_chart, conf, outbox, task_filter
-from .admin_rows import (
+from .. import conf, outbox, task_filter
+from ..engine.errors import (
+    CorruptRow,
+    EchoMQError,
+    InvalidJobId,
+    InvalidURL,
+    JobNotFound,
+    ServerUnavailable,
+)
+from ..engine.jobs import Job
+from ..engine.keyspace import STATES, validate_job_id
+from ..engine.registry import list_workers
+from ..engine.stored import StoredRow, find_queue, read_stored
+from ..metrics import known_queues  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
+from .actions import JOB_ACTIONS, QUEUE_ACTIONS, Action
+from .chart import Series, merge, sparkline, throughput_chart
+from .presenters import (
     ListedJob,
     QueueSummary,
     ShownPayload,
@@ -41,22 +52,9 @@ from .admin_rows import (
     error_list,
     int_or_none,
     moment,
+    plural,
     pretty_json,
 )
-from .engine.errors import (
-    CorruptRow,
-    EchoMQError,
-    InvalidJobId,
-    InvalidURL,
-    JobNotFound,
-    ServerUnavailable,
-    WrongState,
-)
-from .engine.jobs import Job, Jobs
-from .engine.keyspace import STATES, validate_job_id, validate_queue_name
-from .engine.registry import list_workers
-from .engine.stored import StoredRow, find_queue, read_stored
-from .metrics import known_queues  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
 
 PER_PAGE = 50
 # The last page number a list link may name: its offset stays within what a page
@@ -80,142 +78,6 @@ LIST_FIELDS = (
 )  # fmt: skip
 
 
-# -- URL converters: validation happens before any view (and any key) -----------------
-
-
-class _ValidatedConverter:
-    """A path segment that must pass a keyspace validator.
-
-    The validators raise ``ValueError`` subclasses, which Django's resolver takes
-    as "no match": an ill-formed name or id ends in a 404 before any view runs.
-    """
-
-    regex = r"[^/]+"
-    validate: Callable[[object], str]
-
-    def to_python(self, value: str) -> str:
-        return type(self).validate(value)
-
-    def to_url(self, value: str) -> str:
-        return type(self).validate(value)
-
-
-class QueueNameConverter(_ValidatedConverter):
-    validate = staticmethod(validate_queue_name)
-
-
-class JobIdConverter(_ValidatedConverter):
-    validate = staticmethod(validate_job_id)
-
-
-class StateConverter:
-    regex = "|".join(STATES)
-
-    def to_python(self, value: str) -> str:
-        return value
-
-    def to_url(self, value: str) -> str:
-        return value
-
-
-register_converter(QueueNameConverter, "emq_queue")
-register_converter(JobIdConverter, "emq_job")
-register_converter(StateConverter, "emq_state")
-
-
-# -- operator actions: each is one engine call -------------------------------------------
-
-
-def _one(count: int, what: str) -> str:
-    return f"{count} {what}" if count == 1 else f"{count} {what}s"
-
-
-def _retry(jobs: Jobs, queue: str, job_id: str) -> str:
-    if not jobs.retry_dead(queue, [job_id]).moved:
-        job = jobs.get(queue, job_id)
-        if job is not None and job.state == "dead":  # refused: its key is held (retry_dead.lua)
-            raise WrongState(f"job {job_id} {job.last_error}")
-        raise WrongState(f"job {job_id} is not dead: there is nothing to retry")
-    return f"Job {job_id} moved to pending."
-
-
-def _run_now(jobs: Jobs, queue: str, job_id: str) -> str:
-    jobs.run_now(queue, job_id)
-    return f"Job {job_id} moved to pending: it runs next."
-
-
-def _cancel(jobs: Jobs, queue: str, job_id: str) -> str:
-    if jobs.cancel(queue, job_id) == "cancelling":
-        return f"Job {job_id} is running: its worker stops it and moves it to dead."
-    return f"Job {job_id} cancelled (moved to dead; it can still be retried)."
-
-
-def _delete(jobs: Jobs, queue: str, job_id: str) -> str:
-    state = jobs.delete(queue, job_id)
-    if state not in STATES:  # delete.lua: a row without a state, or a key of another type
-        return f"Job {job_id} deleted (its row was corrupt: {state})."
-    return f"Job {job_id} deleted (it was {state})."
-
-
-def _retry_all_dead(jobs: Jobs, queue: str) -> str:
-    return f"{_one(jobs.retry_dead(queue).moved, 'job')} moved to pending."
-
-
-def _purge(state: str) -> Callable[[Jobs, str], str]:
-    def purge(jobs: Jobs, queue: str) -> str:
-        return f"{_one(jobs.trim(queue, state, purge=True).moved, f'{state} job')} purged."
-
-    return purge
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    """An operator action: who may run it, where it applies, whether it asks first."""
-
-    slug: str
-    label: str
-    permission: str  # "change" or "delete" on the Queue model
-    run: Callable[..., str]  # (jobs, queue[, job_id]) -> the success message
-    states: tuple[str, ...] = STATES  # job actions: the states it is offered in
-    confirm: str = ""  # non-empty: a confirmation step that says this first
-    style: str = ""  # CSS class of the button
-
-
-JOB_ACTIONS = {
-    a.slug: a
-    for a in (
-        Action("retry", "Retry", "change", _retry, states=("dead",), style="default"),
-        Action("run-now", "Run now", "change", _run_now, states=("scheduled",), style="default"),
-        Action("cancel", "Cancel", "change", _cancel, states=("pending", "scheduled", "active")),
-        Action(
-            "delete", "Delete", "delete", _delete, style="deletelink",
-            confirm="The job and its row (arguments, errors, result) are removed for good. "
-            "A worker still running it finds it gone and cannot complete it.",
-        ),
-    )
-}  # fmt: skip
-QUEUE_ACTIONS = {
-    a.slug: a
-    for a in (
-        Action(
-            "retry-dead", "Retry all dead", "change", _retry_all_dead, states=("dead",),
-            confirm="Every dead job of this queue goes back to pending with a fresh attempt budget.",
-        ),
-        Action(
-            "purge-dead", "Purge dead", "delete", _purge("dead"), states=("dead",),
-            style="deletelink", confirm="Every dead job of this queue is removed for good.",
-        ),
-        Action(
-            "purge-completed", "Purge completed", "delete", _purge("completed"),
-            states=("completed",), style="deletelink",
-            confirm="Every completed job of this queue and its result are removed for good.",
-        ),
-    )
-}  # fmt: skip
-
-
-# -- the views ----------------------------------------------------------------------------
-
 View = Callable[..., HttpResponseBase]
 
 
@@ -227,7 +89,9 @@ def server_errors(view: View) -> View:
     """
 
     @wraps(view)
-    def wrapper(self: EchoMQAdmin, request: HttpRequest, *args: Any, **kwargs: Any):
+    def wrapper(
+        self: EchoMQAdmin, request: HttpRequest, *args: Any, **kwargs: Any
+    ) -> HttpResponseBase:
         try:
             return view(self, request, *args, **kwargs)
         except (ServerUnavailable, InvalidURL) as exc:
@@ -243,39 +107,9 @@ def server_errors(view: View) -> View:
 class EchoMQAdmin:
     """The EchoMQ pages of one admin site, guarded by one ``ModelAdmin``'s permissions."""
 
-    def __init__(self, site: admin.AdminSite, model_admin: admin.ModelAdmin) -> None:
+    def __init__(self, site: admin.AdminSite, model_admin: admin.ModelAdmin[Any]) -> None:
         self.site = site
         self.model_admin = model_admin
-
-    def get_urls(self) -> list[URLPattern]:
-        """Patterns relative to ``<admin>/echomq/``; names are prefixed ``echomq_``."""
-        wrap = self.site.admin_view
-        return [
-            path("", wrap(self.dashboard), name="echomq_dashboard"),
-            path("search/", wrap(self.search), name="echomq_search"),
-            path(
-                "queues/<emq_queue:queue>/<emq_state:state>/",
-                wrap(self.job_list),
-                name="echomq_list",
-            ),
-            path(
-                "queues/<emq_queue:queue>/jobs/<emq_job:job_id>/",
-                wrap(self.job_detail),
-                name="echomq_job",
-            ),
-            path(
-                "queues/<emq_queue:queue>/jobs/<emq_job:job_id>/<slug:action>/",
-                wrap(self.job_action),
-                name="echomq_job_action",
-            ),
-            path(
-                "queues/<emq_queue:queue>/actions/<slug:action>/",
-                wrap(self.queue_action),
-                name="echomq_queue_action",
-            ),
-        ]
-
-    # -- helpers ------------------------------------------------------------------
 
     def url(self, name: str, **kwargs: Any) -> str:
         return reverse(f"admin:echomq_{name}", kwargs=kwargs, current_app=self.site.name)
@@ -317,8 +151,6 @@ class EchoMQAdmin:
             return HttpResponseRedirect(target)
         return HttpResponseRedirect(fallback)
 
-    # -- pages ----------------------------------------------------------------------
-
     @server_errors
     def dashboard(self, request: HttpRequest) -> HttpResponse:
         """Every queue's counts, the last hour's throughput, the workers alive."""
@@ -336,22 +168,20 @@ class EchoMQAdmin:
             "EchoMQ",
             queues=queues,
             totals=list(zip(STATES, totals)),
-            chart=admin_chart.throughput_chart(admin_chart.merge(series)),
+            chart=throughput_chart(merge(series)),
             workers=sorted(workers, key=lambda w: (w.host, w.pid, w.id)),
             outbox=outbox.backlog() if outbox.enabled() else None,
         )
         return render(request, "admin/echomq/dashboard.html", context)
 
-    def summary(
-        self, queue: str, counts: dict[str, int], series: admin_chart.Series
-    ) -> QueueSummary:
+    def summary(self, queue: str, counts: dict[str, int], series: Series) -> QueueSummary:
         """A queue's counts with links to its lists, and its throughput in short."""
         return QueueSummary(
             name=queue,
             counts=[
                 StateCount(s, counts[s], self.url("list", queue=queue, state=s)) for s in STATES
             ],
-            spark=admin_chart.sparkline(series),
+            spark=sparkline(series),
             completed=sum(done for _, done, _ in series),
             failed=sum(failed for _, _, failed in series),
         )
@@ -366,18 +196,21 @@ class EchoMQAdmin:
         number = min(max(int_or_none(request.GET.get("page")) or 1, 1), MAX_PAGE)
         task = request.GET.get("task", "").strip()[:500]
         offset = (number - 1) * PER_PAGE
+        complete = True
         if task:  # read from the set (bounded): no index by task
-            page = task_filter.of_task(
+            found = task_filter.of_task(
                 jobs, queue, state, task, offset=offset, count=PER_PAGE,
                 newest_first=newest, fields=LIST_FIELDS,
             )  # fmt: skip
+            entries, total, complete = found.entries, found.total, found.complete
         else:
             page = jobs.page(
                 queue, state, offset=offset, count=PER_PAGE, newest_first=newest,
                 fields=LIST_FIELDS,
             )  # fmt: skip
+            entries, total = page.entries, page.total
         tasks, read = task_filter.counts(jobs, queue, state)
-        pages = max((page.total + PER_PAGE - 1) // PER_PAGE, 1)
+        pages = max((total + PER_PAGE - 1) // PER_PAGE, 1)
         stats = jobs.stats(queue)
         context = self.context(
             request,
@@ -386,17 +219,17 @@ class EchoMQAdmin:
             state=state,
             tabs=self.summary(queue, stats.counts, ()).counts,
             limits=jobs.limits(queue),  # rate limits and caps: tokens / running, waiting
-            rows=[ListedJob.from_fields(e.id, e.fields) for e in page.entries],
-            total=page.total,
+            rows=[ListedJob.from_fields(e.id, e.fields) for e in entries],
+            total=total,
             page_number=number,
             pages=pages,
             first_index=(number - 1) * PER_PAGE + 1,
-            last_index=(number - 1) * PER_PAGE + len(page.entries),
+            last_index=(number - 1) * PER_PAGE + len(entries),
             order="newest" if newest else "oldest",
             order_by=ORDERS[state],
             task=task,
             task_query=f"&{urlencode({'task': task})}" if task else "",
-            partial=task and not page.complete,
+            partial=task and not complete,
             task_counts=tasks.most_common(TASK_COUNTS_SHOWN),
             tasks_read=read,
             queue_actions=self.allowed(request, QUEUE_ACTIONS, state),
@@ -497,10 +330,10 @@ class EchoMQAdmin:
         context = self.context(request, f"Jobs of {task}", task=task, found=found)
         return render(request, "admin/echomq/task_search.html", context)
 
-    # -- actions ----------------------------------------------------------------------
-
     @server_errors
-    def job_action(self, request: HttpRequest, queue: str, job_id: str, action: str):
+    def job_action(
+        self, request: HttpRequest, queue: str, job_id: str, action: str
+    ) -> HttpResponseBase:
         """Retry, run now, cancel or delete one job."""
         chosen = JOB_ACTIONS.get(action)
         if chosen is None:
@@ -511,7 +344,7 @@ class EchoMQAdmin:
         return self.act(request, chosen, (queue, job_id), f"Job {job_id}", detail, after)
 
     @server_errors
-    def queue_action(self, request: HttpRequest, queue: str, action: str):
+    def queue_action(self, request: HttpRequest, queue: str, action: str) -> HttpResponseBase:
         """Retry all dead jobs of a queue, or purge its dead or completed set."""
         chosen = QUEUE_ACTIONS.get(action)
         if chosen is None:
@@ -520,7 +353,7 @@ class EchoMQAdmin:
         state = chosen.states[0]
         listing = self.url("list", queue=queue, state=state)
         count = conf.get_jobs().stats(queue).counts[state]
-        subject = f"Queue {queue} ({_one(count, f'{state} job')})"
+        subject = f"Queue {queue} ({plural(count, f'{state} job')})"
         return self.act(request, chosen, (queue,), subject, listing, listing)
 
     def act(

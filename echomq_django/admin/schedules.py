@@ -16,64 +16,16 @@ from datetime import datetime
 from django.http import Http404, HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
-from django.urls import URLPattern, path, register_converter
 
-from . import conf, schedules
-from .admin_rows import from_ms
-from .admin_views import (
-    Action,
-    EchoMQAdmin,
-    _ValidatedConverter,
-    server_errors,
-)
-from .engine.errors import CorruptRow, InvalidSchedule
-from .engine.jobs import Jobs
-from .engine.keyspace import validate_schedule_name
-from .engine.scheduler import Scheduler, StoredSchedule
-from .engine.schedules import Schedule
-from .metrics import known_queues
-
-
-class ScheduleNameConverter(_ValidatedConverter):
-    validate = staticmethod(validate_schedule_name)
-
-
-register_converter(ScheduleNameConverter, "emq_schedule")
-
-
-def _pause(jobs: Jobs, queue: str, name: str) -> str:
-    Scheduler(jobs).pause(queue, name)
-    return f"Schedule {name} paused: it fires no tick until it is resumed."
-
-
-def _resume(jobs: Jobs, queue: str, name: str) -> str:
-    next_ms = Scheduler(jobs).resume(queue, name)
-    return f"Schedule {name} resumed: it fires next at {from_ms(next_ms):%Y-%m-%d %H:%M:%S} UTC."
-
-
-def _run_now(jobs: Jobs, queue: str, name: str) -> str:
-    job_id = Scheduler(jobs).run_now(queue, name)
-    return f"Schedule {name}: job {job_id} enqueued."
-
-
-def _remove(jobs: Jobs, queue: str, name: str) -> str:
-    Scheduler(jobs).remove(queue, name)
-    return f"Schedule {name} removed."
-
-
-SCHEDULE_ACTIONS = {
-    a.slug: a
-    for a in (
-        Action("pause", "Pause", "change", _pause, states=("active",)),
-        Action("resume", "Resume", "change", _resume, states=("paused",), style="default"),
-        Action("run-now", "Run now", "change", _run_now, states=("active", "paused")),
-        Action(
-            "remove", "Remove", "delete", _remove, states=("orphaned",), style="deletelink",
-            confirm="The schedule is no longer declared in code: its record (last fire, "
-            "counts) is removed for good. The jobs it fired are kept.",
-        ),
-    )
-}  # fmt: skip
+from .. import conf, schedules
+from ..engine.errors import CorruptRow, InvalidSchedule
+from ..engine.jobs import Jobs
+from ..engine.scheduler import Scheduler, StoredSchedule
+from ..engine.schedules import Schedule
+from ..metrics import known_queues
+from .actions import SCHEDULE_ACTIONS, Action
+from .pages import EchoMQAdmin, server_errors
+from .presenters import from_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +52,9 @@ class ScheduleRow:
     actions: list[Action]
 
     @classmethod
-    def of(cls, stored: StoredSchedule, state: str, edited: bool, actions: list[Action]):
+    def of(
+        cls, stored: StoredSchedule, state: str, edited: bool, actions: list[Action]
+    ) -> ScheduleRow:
         fields = stored.fields
         return cls(
             queue=stored.queue, name=stored.name, status=stored.status, task=stored.task,
@@ -126,18 +80,6 @@ class ScheduleRow:
 
 class EchoMQScheduleAdmin(EchoMQAdmin):
     """The EchoMQ pages, plus the schedules page and its actions."""
-
-    def get_urls(self) -> list[URLPattern]:
-        wrap = self.site.admin_view
-        return [
-            *super().get_urls(),
-            path("schedules/", wrap(self.schedules), name="echomq_schedules"),
-            path(
-                "schedules/<emq_queue:queue>/<emq_schedule:name>/<slug:action>/",
-                wrap(self.schedule_action),
-                name="echomq_schedule_action",
-            ),
-        ]
 
     @server_errors
     def schedules(self, request: HttpRequest) -> HttpResponse:
