@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management.base import CommandError
@@ -28,10 +27,14 @@ from .engine.jobs import PAGE_MAX, Job, Jobs
 from .engine.keyspace import STATES
 from .engine.nodes import server_time_us
 from .engine.registry import WorkerInfo, list_workers
+from .engine.rows import counted_attempts_of
+from .engine.times import EPOCH, from_us
 from .management import count_arg, printable, queue_arg
 
 NEWEST_FIRST = ("completed", "dead")  # what an operator looks for there is the latest
-PAGE_FIELDS = ("task", "attempts", "max_attempts", "enqueued_at", "finished_at", "last_error")
+PAGE_FIELDS = (
+    "task", "attempts", "refunds", "max_attempts", "enqueued_at", "finished_at", "last_error",
+)  # fmt: skip
 
 
 def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
@@ -66,15 +69,16 @@ def list_jobs(
             fields=PAGE_FIELDS,
         )  # fmt: skip
         total, entries = found.total, found.entries
-    return total, [{"id": e.id, "score": e.score, **e.fields} for e in entries]
+    # attempts: those that count (the raw field is the fencing token, see rows.py)
+    return total, [
+        {"id": e.id, "score": e.score, **e.fields, "attempts": counted_attempts_of(e.fields)}
+        for e in entries
+    ]
 
 
 def _when_us(value: object) -> str:
-    try:
-        us = int(str(value))
-    except ValueError:
-        return ""
-    return f"{datetime.fromtimestamp(us / 1e6, UTC):%Y-%m-%d %H:%M:%S} UTC" if us else ""
+    moment = from_us(value)
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC" if moment and moment > EPOCH else ""
 
 
 def jobs_view(queue: str, state: str, total: int, rows: Sequence[dict[str, Any]]) -> Table:

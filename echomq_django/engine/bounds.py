@@ -1,7 +1,8 @@
 """The engine's defaults and bounds, each written once.
 
-Python is their single source: the scripts get the ones they need from their
-call (ARGV), never as a Lua literal of their own that could drift from these.
+Python is their single source: a script writes ``${NAME}`` where it needs one, and
+``script.py`` puts the value there when it loads the script, so no Lua literal can
+drift from these.
 """
 
 from __future__ import annotations
@@ -32,3 +33,6 @@ BATCH_BYTES = 1 << 20
 MAX_DELAY_MS = 2**40
 MAX_DUE_MS = 2**52  # the latest absolute due time (Unix ms) a score holds exactly
 ERROR_MAX_BYTES = 64 * 1024  # one error record; the worker's are bounded well below (outcome.py)
+ROW_ERRORS_MAX_BYTES = 64 * 1024  # a row's errors array keeps the newest within this (common.lua)
+THROUGHPUT_TTL_S = 2 * 3600  # how long a minute of the throughput chart is kept
+THROUGHPUT_MAX_MINUTES = THROUGHPUT_TTL_S // 60  # the most Jobs.throughput can read back

@@ -26,6 +26,7 @@ from typing import Any, cast
 from .connector import Call, Connector
 from .errors import EchoMQError, InvalidJobOptions, NotDurable
 from .jobs import Enqueued, Jobs, NewJob
+from .validation import check_int
 
 MAX_TIMEOUT_S = 3600.0
 
@@ -39,10 +40,7 @@ class Durability:
     timeout_s: float = 1.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.replicas, bool) or not isinstance(self.replicas, int):
-            raise InvalidJobOptions("REPLICAS must be an integer")
-        if not 0 <= self.replicas <= 100:
-            raise InvalidJobOptions(f"REPLICAS must be between 0 and 100, not {self.replicas}")
+        check_int(self.replicas, 0, 100, "REPLICAS")
         if not isinstance(self.local, bool):
             raise InvalidJobOptions("LOCAL must be True or False")
         if not self.replicas and not self.local:

@@ -24,7 +24,6 @@ slot, so it can never be part of a transition).
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -47,10 +46,11 @@ from .bounds import (
     SWEEP_LIMIT,
     SWEEP_MAX,
 )
-from .connector import Call, Connector, plain
+from .connector import Call, Connector
 from .errors import InvalidJobOptions
-from .keyspace import QUEUES_KEY, STATES, QueueKeys, new_job_id, validate_worker_id
+from .keyspace import STATES, QueueKeys, new_job_id, validate_worker_id
 from .new_job import Enqueued, NewJob
+from .queue_registry import QueueRegistry
 from .reads import Reads
 from .replies import (
     Claim,
@@ -76,37 +76,15 @@ __all__ = [
 ]  # fmt: skip
 
 
-class Jobs(Reads, Sweeps):
+class Jobs(QueueRegistry, Reads, Sweeps):
     """The engine API over one connector. Thread-safe; one per process is enough.
 
-    The transitions of one job are here; the sweeps and the reads are mixed in."""
+    The transitions of one job are here; the registry, the sweeps and the reads are
+    mixed in."""
 
     def __init__(self, connector: Connector, *, max_payload: int = DEFAULT_MAX_PAYLOAD) -> None:
-        self.connector = connector
+        super().__init__(connector)
         self.max_payload = max_payload
-        self._registered: set[str] = set()
-        self._lock = threading.Lock()
-
-    # -- registry (plain commands: outside every queue's slot) -----------------
-
-    def register_queue(self, queue: str) -> None:
-        """Record ``queue`` in the registry once per process, so reapers find it."""
-        keys = QueueKeys.of(queue)
-        if keys.queue in self._registered:
-            return
-        plain(lambda: self.connector.client.sadd(QUEUES_KEY, keys.queue))
-        with self._lock:
-            self._registered.add(keys.queue)
-
-    def queues(self) -> list[str]:
-        """Queue names found in the registry (validated: a planted bad name is skipped)."""
-        names = []
-        for name in plain(lambda: self.connector.client.smembers(QUEUES_KEY)):
-            try:
-                names.append(QueueKeys.of(name).queue)
-            except ValueError:
-                continue
-        return sorted(names)
 
     # -- enqueue ----------------------------------------------------------------
 
@@ -407,16 +385,20 @@ class Jobs(Reads, Sweeps):
         stops it within about a second and sends it to dead; see cancel.lua)."""
         keys = QueueKeys.of(queue)
         one_line(reason, "reason", 200)
-        return self.connector.run(
-            script.load("cancel"),
-            [keys.pending, keys.scheduled, keys.dead, keys.metrics, keys.job(job_id)],
-            [job_id, reason],
+        return str(
+            self.connector.run(
+                script.load("cancel"),
+                [keys.pending, keys.scheduled, keys.dead, keys.metrics, keys.job(job_id)],
+                [job_id, reason],
+            )
         )
 
     def delete(self, queue: str, job_id: str) -> str:
         """Remove the job and its row, whatever its state. Returns the state it was in."""
         keys = QueueKeys.of(queue)
         sets = [keys.state_set(s) for s in STATES]
-        return self.connector.run(
-            script.load("delete"), [*sets, keys.metrics, keys.job(job_id)], [job_id]
+        return str(
+            self.connector.run(
+                script.load("delete"), [*sets, keys.metrics, keys.job(job_id)], [job_id]
+            )
         )

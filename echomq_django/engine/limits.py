@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import InvalidJobOptions
+from .validation import check_int
 
 QUEUE_SCOPE = "*"  # the scope of a queue's own rate limit (no task path is '*')
 MAX_GATES = 4  # a task's rate limit and cap, the queue's rate limit: 3; one spare
@@ -66,9 +67,7 @@ class RateLimit:
 
 def concurrency(value: object, name: str = "concurrency") -> int:
     """A cap: an int from 1 to 1,000,000."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10**6:
-        raise InvalidJobOptions(f"{name} must be an int from 1 to 1000000, not {value!r}")
-    return value
+    return check_int(value, 1, 10**6, name)
 
 
 def concurrency_gate(scope: str, cap: int, key: str | None = None) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import script
-from .bounds import PAGE_MAX
+from .bounds import PAGE_MAX, THROUGHPUT_MAX_MINUTES
 from .connector import Connector, plain
 from .keyspace import STATES, QueueKeys, validate_job_id
 from .limits import GateState
@@ -69,7 +69,7 @@ class Reads:
         ``failed`` counts failed attempts (retried or dead-lettered).
         """
         keys = QueueKeys.of(queue)
-        check_int(minutes, 1, 120, "minutes")
+        check_int(minutes, 1, THROUGHPUT_MAX_MINUTES, "minutes")
         now_s, _ = plain(self.connector.client.time)
         last = int(now_s) // 60
         span = range(last - minutes + 1, last + 1)

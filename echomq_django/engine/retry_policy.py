@@ -11,7 +11,8 @@ import math
 import random
 from dataclasses import dataclass
 
-from .jobs import MAX_DELAY_MS
+from .bounds import MAX_DELAY_MS
+from .validation import check_int
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,16 +29,8 @@ class RetryPolicy:
     jitter: float = 0.5
 
     def __post_init__(self) -> None:
-        if isinstance(self.base_ms, bool) or not isinstance(self.base_ms, int) or self.base_ms < 0:
-            raise ValueError(f"base_ms must be an integer >= 0, not {self.base_ms!r}")
-        if (
-            isinstance(self.max_ms, bool)
-            or not isinstance(self.max_ms, int)
-            or not 0 <= self.max_ms <= MAX_DELAY_MS
-        ):
-            raise ValueError(
-                f"max_ms must be an integer from 0 to {MAX_DELAY_MS}, not {self.max_ms!r}"
-            )
+        check_int(self.base_ms, 0, MAX_DELAY_MS, "base_ms", ValueError)
+        check_int(self.max_ms, 0, MAX_DELAY_MS, "max_ms", ValueError)
         if not isinstance(self.factor, (int, float)) or self.factor < 1:
             raise ValueError(f"factor must be a number >= 1, not {self.factor!r}")
         if not isinstance(self.jitter, (int, float)) or not 0 <= self.jitter <= 1:

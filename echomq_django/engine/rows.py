@@ -42,6 +42,17 @@ def counted_attempts(attempts: int, refunds: int) -> int:
     return attempts - refunds
 
 
+def counted_attempts_of(fields: Mapping[str, str | None]) -> int | None:
+    """``counted_attempts`` of a page entry's fields ('attempts' and 'refunds'); None when
+    its attempts are absent or not a number (a planted row)."""
+    try:
+        attempts = int(fields.get("attempts") or "")
+        refunds = int(fields.get("refunds") or 0)
+    except ValueError:
+        return None
+    return counted_attempts(attempts, refunds)
+
+
 @dataclass(slots=True)
 class Job:
     """A row as read from the server. Timestamps: ``*_at`` in µs, ``*_ms`` in ms (server clock).

@@ -3,19 +3,25 @@
 One file per transition, named after it. A script may pull shared helpers with a
 line ``-- @include "name"``, which inlines ``scripts/includes/name.lua`` (the same
 habit as BullMQ's ``--- @include``): Redis has no ``require``, and copy-pasting
-helpers into every script is how two copies drift apart.
+helpers into every script is how two copies drift apart. Likewise a script names
+a Python bound as ``${NAME}`` (``engine/bounds.py``), filled in at load.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
+
+from . import bounds
 
 SCRIPTS_DIR = Path(__file__).with_name("scripts")
 _INCLUDE = re.compile(r'^--\s*@include\s+"([a-z_]+)"\s*$', re.MULTILINE)
+_BOUND = re.compile(r"\$\{([A-Z][A-Z0-9_]*)\}")
 
 
 @dataclass(frozen=True)
@@ -31,18 +37,46 @@ class Script:
 
     @classmethod
     def from_source(cls, name: str, source: str) -> Script:
-        return cls(name, _expand_includes(source, SCRIPTS_DIR / "includes", seen=()))
+        body = _expand_includes(source, SCRIPTS_DIR / "includes", (), set())
+        return cls(name, _BOUND.sub(_bound, body))
 
 
-def _expand_includes(source: str, folder: Path, seen: tuple[str, ...]) -> str:
+@dataclass(frozen=True)
+class Call:
+    """One script invocation, for pipelining many in one round trip."""
+
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[Any]
+
+
+def _expand_includes(source: str, folder: Path, stack: tuple[str, ...], done: set[str]) -> str:
+    """Inline each ``@include`` once, where it is first asked for, its own includes first.
+
+    An include names what it needs itself (moves.lua includes "common"), so a script
+    lists only what it uses and the helpers arrive in dependency order, each once.
+    """
+
     def include(match: re.Match[str]) -> str:
         name = match.group(1)
-        if name in seen:
+        if name in stack:
             raise ValueError(f"circular @include of {name!r}")
+        if name in done:
+            return ""
         text = (folder / f"{name}.lua").read_text()
-        return _expand_includes(text, folder, (*seen, name)).rstrip("\n")
+        expanded = _expand_includes(text, folder, (*stack, name), done).rstrip("\n")
+        done.add(name)
+        return expanded
 
     return _INCLUDE.sub(include, source)
+
+
+def _bound(match: re.Match[str]) -> str:
+    """``${NAME}``: the integer ``bounds.NAME``, Python's value in the script."""
+    value = getattr(bounds, match.group(1), None)
+    if not isinstance(value, int):
+        raise ValueError(f"no integer bound named {match.group(1)!r} in engine/bounds.py")
+    return str(value)
 
 
 @cache

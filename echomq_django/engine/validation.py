@@ -12,12 +12,20 @@ from .bounds import ERROR_MAX_BYTES
 from .errors import InvalidJobOptions
 
 
-def check_int(value: object, minimum: int, maximum: int, name: str) -> int:
-    """``value`` if it is an int (not a bool) within ``minimum..maximum``."""
+def check_int(
+    value: object,
+    minimum: int,
+    maximum: int,
+    name: str,
+    error: type[ValueError] = InvalidJobOptions,
+) -> int:
+    """``value`` if it is an int (not a bool) within ``minimum..maximum``; else ``error``
+    (the typed error of the caller's kind of input: every engine error of bad input is
+    a ValueError)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidJobOptions(f"{name} must be an integer, not {type(value).__name__}")
+        raise error(f"{name} must be an integer, not {type(value).__name__}")
     if not minimum <= value <= maximum:
-        raise InvalidJobOptions(f"{name} must be between {minimum} and {maximum}, not {value}")
+        raise error(f"{name} must be between {minimum} and {maximum}, not {value}")
     return value
 
 

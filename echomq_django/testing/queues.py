@@ -126,7 +126,7 @@ class TestQueues:
                             priority=job.priority,
                             run_after=due or parse_run_after(job.run_after),
                             state=job.state,
-                            attempts=job.attempts,
+                            attempts=job.counted_attempts,
                         )
                     )
         return found

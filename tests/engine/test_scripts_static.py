@@ -216,3 +216,40 @@ def test_the_refusal_check_can_fail():
     assert late_refusals(plain, set()) == ["error_reply('no') end"]
     assert late_refusals(batch, set()) == ["error_reply('no') end"]
     assert late_refusals(per_job, {"mark"}) == []
+
+
+def test_includes_are_inlined_once_in_dependency_order(tmp_path):
+    """A script names only what it uses; each helper arrives once, its own needs first."""
+    (tmp_path / "base.lua").write_text("local base = 1\n")
+    (tmp_path / "mid.lua").write_text('-- @include "base"\nlocal mid = base\n')
+    (tmp_path / "top.lua").write_text('-- @include "mid"\n-- @include "base"\nlocal top = mid\n')
+    body = script._expand_includes(
+        '-- @include "top"\n-- @include "base"\nreturn top\n', tmp_path, (), set()
+    )
+    assert body.count("local base = 1") == 1
+    assert body.index("local base") < body.index("local mid") < body.index("local top")
+    (tmp_path / "base.lua").write_text('-- @include "top"\n')
+    with pytest.raises(ValueError, match="circular"):
+        script._expand_includes('-- @include "top"\n', tmp_path, (), set())
+
+
+@pytest.mark.parametrize("s", SCRIPTS, ids=IDS)
+def test_no_helper_is_inlined_twice_and_only_clocked_scripts_read_the_clock(s):
+    assert len(re.findall(r"^local function (\w+)", s.body, re.M)) == len(
+        set(re.findall(r"^local function (\w+)", s.body, re.M))
+    )
+    reads_time = "'TIME'" in s.body
+    assert reads_time == bool(re.search(r"\bnow_(ms|us)\b", s.body.replace("local now_", "")))
+    if s.name == "page":
+        assert not reads_time  # a read-only page never asks for the server's clock
+
+
+def test_scripts_take_their_bounds_from_python():
+    """``${NAME}`` is filled in from engine/bounds.py at load; an unknown name fails loudly."""
+    from echomq_django.engine import bounds
+
+    assert f"math.min(tonumber(ARGV[2]), {bounds.PAGE_MAX})" in script.load("page").body
+    assert f"lease <= {bounds.MAX_LEASE_MS}" in script.load("claim").body
+    assert all("${" not in s.body for s in SCRIPTS)
+    with pytest.raises(ValueError, match="NO_SUCH_BOUND"):
+        script.Script.from_source("x", "return ${NO_SUCH_BOUND}")

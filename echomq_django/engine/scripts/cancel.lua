@@ -13,10 +13,7 @@
 --
 -- Reply: 'dead', or 'cancelling' for a running job.
 -- Error: EMQNOTFOUND (no row), EMQSTATE (finished already).
--- @include "common"
--- @include "moves"
 -- @include "limits"
-
 local id, jk = ARGV[1], KEYS[5]
 local state = redis.call('HGET', jk, 'state')
 if not state then return redis.error_reply('EMQNOTFOUND job ' .. id) end

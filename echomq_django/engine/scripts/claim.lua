@@ -41,10 +41,7 @@
 -- is not a job id at all) is dropped: the pop repairs the set, and no command can
 -- fail on a wrong type after the batch was popped. A row whose attempts is not an
 -- integer goes to dead.
--- @include "common"
--- @include "moves"
 -- @include "limits"
-
 local count, worker, default_lease = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local start_now, isolated = tonumber(ARGV[5]), ARGV[6] == '1'
 
@@ -133,7 +130,7 @@ repeat
         -- Only a lease enqueue allows (1 ms .. 7 days): Lua reads 'inf' and 'nan' as
         -- numbers, and '%d' of an infinite deadline is -2^63 (reaped at once, run twice).
         local lease = tonumber(row[at.lease_ms])
-        if not (lease and lease >= 1 and lease <= 604800000) then lease = default_lease end
+        if not (lease and lease >= 1 and lease <= ${MAX_LEASE_MS}) then lease = default_lease end
         local deadline = now_ms + lease
         -- The key names the job: 'id' is rewritten from it, so a row planted without
         -- an id (or with another job's) still comes back as this job, and is fenced

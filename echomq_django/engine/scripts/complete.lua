@@ -14,10 +14,7 @@
 -- Each job's move is the same as alone; batching shares the clock, the counters and
 -- the round trip (a worker flushes the completions of its short jobs together).
 -- The row is kept until finished + result_ttl_ms: that is its score in completed.
--- @include "common"
--- @include "moves"
 -- @include "limits"
-
 local reply, done = {}, 0
 for i = 1, #KEYS - 3 do
   local jk, id, token = KEYS[3 + i], ARGV[4 * i - 3], ARGV[4 * i - 2]
@@ -30,7 +27,7 @@ for i = 1, #KEYS - 3 do
       reply[i] = stale
     end
   else
-    local ttl = tonumber(row[3]) or 86400000
+    local ttl = tonumber(row[3]) or ${DEFAULT_RESULT_TTL_MS}
     -- ZREM first: under maxmemory a flagless script is refused at its first write that
     -- may grow memory, and a full server must still finish its jobs.
     redis.call('ZREM', KEYS[1], id)

@@ -14,10 +14,7 @@
 --
 -- Reply: {state, crashes} with state 'pending' or 'dead'.
 -- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.
--- @include "common"
--- @include "moves"
 -- @include "limits"
-
 local id, jk, budget = ARGV[1], KEYS[7], tonumber(ARGV[3])
 local stale, row = fence(jk, ARGV[2], 'crashed', 'refunds', 'crashes', 'worker', 'limits')
 if stale then return stale end

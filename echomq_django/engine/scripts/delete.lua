@@ -10,10 +10,7 @@
 --
 -- Reply: the state the job was in; for a corrupt row, what was wrong with it
 -- ('no state', or the key's type: 'string', 'list'...). Error: EMQNOTFOUND.
--- @include "common"
--- @include "moves"
 -- @include "limits"
-
 local id, jk = ARGV[1], KEYS[7]
 local kind = redis.call('TYPE', jk)['ok']
 if kind == 'none' then return redis.error_reply('EMQNOTFOUND job ' .. id) end
@@ -23,6 +20,7 @@ if kind == 'hash' then
   release_idempotency(jk, id)
   gate_unhold(jk, id)
   if state == 'active' then gates_free(id, redis.call('HGET', jk, 'limits')) end
+  raise_token_floor(jk)
 end
 for i = 1, 5 do
   redis.call('ZREM', KEYS[i], id)

@@ -15,10 +15,7 @@
 -- write, so heartbeats failed under OOM while claim/complete/retry (first write
 -- a ZREM) went on: leases of long jobs expired and the jobs ran twice. Extend
 -- only overwrites a score and a field of the same size: it never grows memory.
--- @include "common"
--- @include "moves"
 -- @include "limits"
-
 local id, jk = ARGV[1], KEYS[2]
 local stale, row = fence(jk, ARGV[2], 'extend', 'cancel', 'limits')
 if stale then return stale end

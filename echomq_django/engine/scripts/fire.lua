@@ -20,10 +20,8 @@
 -- nothing changed, 'stale' (the fence moved: fired by another scheduler, paused,
 -- edited or removed) or 'early' (a tick is ahead of the server clock).
 -- Error: EMQSTATE when the schedule's record is not a whole definition (nothing written).
--- @include "common"
 -- @include "moves"
 -- @include "store_job"
-
 local name, fence = ARGV[1], tonumber(ARGV[2])
 for i = 2, #ARGV do
   if not tonumber(ARGV[i]) then

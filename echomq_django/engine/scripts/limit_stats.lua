@@ -7,8 +7,7 @@
 -- Reply: {name, spec, level, waiting} per gate, where level is, for a rate limit, the
 -- tokens available now (a decimal string), for a cap the jobs leased now; waiting:
 -- the jobs held back on it (still pending, in their order).
--- @include "common"
-
+-- @include "clock"
 local page = redis.call('HSCAN', KEYS[1], 0, 'COUNT', tonumber(ARGV[1]))[2]
 local reply = {}
 for i = 1, #page, 2 do

@@ -10,8 +10,7 @@
 -- Reply: {total, {id, score, field values...}...}; a missing row (or a key of
 -- another type in its place) gives nils.
 -- @include "common"
-
-local offset, count = tonumber(ARGV[1]), math.min(tonumber(ARGV[2]), 500)
+local offset, count = tonumber(ARGV[1]), math.min(tonumber(ARGV[2]), ${PAGE_MAX})
 local fields = {}
 for i = 4, #ARGV do fields[#fields + 1] = ARGV[i] end
 local members

@@ -6,10 +6,7 @@
 -- ARGV[1] limit
 --
 -- Reply: {promoted, more (1/0)}
--- @include "common"
--- @include "moves"
 -- @include "limits"
-
 local limit = tonumber(ARGV[1])
 local promoted = promote_due(KEYS[2], KEYS[1], KEYS[3], limit)
 -- A gate that may admit again wakes a worker too (its alarm at the gate's time).

@@ -31,10 +31,7 @@
 -- Reply: {returned to pending, moved to dead, dangling ids dropped, more (1/0)}
 -- A dangling id (no row, a key of another type, a row not active) is only
 -- dropped from active: no command can fail on it after the batch's first moves.
--- @include "common"
--- @include "moves"
 -- @include "limits"
-
 local limit, budget = tonumber(ARGV[1]), tonumber(ARGV[2])
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', fmt(now_ms), 'LIMIT', 0, limit)
 local returned, dead, dangling, unstarted = 0, 0, 0, 0

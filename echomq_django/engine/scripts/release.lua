@@ -11,10 +11,7 @@
 --         run its claim recorded, and the worker id it added, are taken back)
 --
 -- Reply: 1. Error: EMQSTALE when the caller no longer holds the lease.
--- @include "common"
--- @include "moves"
 -- @include "limits"
-
 local id, jk = ARGV[1], KEYS[6]
 local stale, row = fence(jk, ARGV[2], 'release', 'limits')
 if stale then return stale end

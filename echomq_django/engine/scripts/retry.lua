@@ -14,10 +14,7 @@
 --
 -- Reply: {state, due_ms} with state 'dead', 'scheduled' or 'pending'.
 -- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.
--- @include "common"
--- @include "moves"
 -- @include "limits"
-
 local id, jk = ARGV[1], KEYS[8]
 local stale, row = fence(jk, ARGV[2], 'retry', 'limits')
 if stale then return stale end

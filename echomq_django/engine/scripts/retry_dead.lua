@@ -16,9 +16,7 @@
 -- ids, refused jobs stay at the front of the dead set: each call reads past
 -- them, at most 10 * limit members, and `more` is 0 once a call moves (or drops)
 -- nothing: past 10 * limit refused jobs in a row a sweep stops early.
--- @include "common"
 -- @include "moves"
-
 local limit = tonumber(ARGV[1])
 local moved, removed, refused = 0, 0, 0
 

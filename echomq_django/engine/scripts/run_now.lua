@@ -5,9 +5,7 @@
 -- ARGV[1] job id
 --
 -- Reply: 1. Error: EMQNOTFOUND (no row), EMQSTATE (not scheduled).
--- @include "common"
 -- @include "moves"
-
 local id, jk = ARGV[1], KEYS[5]
 local state = redis.call('HGET', jk, 'state')
 if not state then return redis.error_reply('EMQNOTFOUND job ' .. id) end

@@ -6,8 +6,7 @@
 -- Reply: {now_ms, next_ms, name_1, next_1, fields_1, name_2, ...}: next_ms is the earliest
 -- fire time still ahead ('' when none), then each due schedule's name, its next fire time
 -- (the fence fire.lua checks) and its hash as a flat HGETALL ({} for a key of another type).
--- @include "common"
-
+-- @include "clock"
 local reply = {now_ms, ''}
 local ahead = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. fmt(now_ms), '(+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 if ahead[2] then

@@ -5,8 +5,7 @@
 --
 -- Reply: {now_ms, name_1, next_1, fields_1, ...} in order of next fire time; fields as a
 -- flat HGETALL ({} for a key of another type).
--- @include "common"
-
+-- @include "clock"
 local reply = {now_ms}
 local names = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
 for i = 1, #names, 2 do

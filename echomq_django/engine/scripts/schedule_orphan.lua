@@ -6,7 +6,6 @@
 -- Reply: 1 (now orphaned: never due, its record kept and shown until an operator removes
 -- it, or restored if code declares it again), 0 (already orphaned, or gone).
 -- @include "common"
-
 local name = ARGV[1]
 if not is_row(KEYS[2]) or redis.call('HGET', KEYS[2], 'orphaned') == '1' then
   return 0

@@ -4,17 +4,12 @@
 -- ARGV[1] name
 --
 -- Reply: 1. Error: EMQNOTFOUND (no such schedule), EMQSTATE (paused already, or orphaned).
--- @include "common"
-
+-- @include "clock"
+-- @include "schedule"
 local name = ARGV[1]
-if not is_row(KEYS[2]) then
-  return redis.error_reply('EMQNOTFOUND schedule ' .. name)
-end
-local row = redis.call('HMGET', KEYS[2], 'paused', 'orphaned')
-if row[2] == '1' then
-  return redis.error_reply('EMQSTATE schedule ' .. name .. ' is orphaned: it does not fire')
-end
-if row[1] == '1' then
+local paused, refused = schedule_paused(KEYS[2], name)
+if refused then return refused end
+if paused then
   return redis.error_reply('EMQSTATE schedule ' .. name .. ' is paused already')
 end
 redis.call('HSET', KEYS[2], 'paused', 1, 'paused_at', fmt(now_us))

@@ -7,7 +7,6 @@
 -- would be stored again by the next scheduler to start. The jobs it fired are kept.
 -- Reply: 1. Error: EMQNOTFOUND, EMQSTATE (still declared).
 -- @include "common"
-
 local name = ARGV[1]
 local kind = redis.call('TYPE', KEYS[2])['ok']
 if kind == 'none' and not redis.call('ZSCORE', KEYS[1], name) then

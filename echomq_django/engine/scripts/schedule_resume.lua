@@ -5,17 +5,11 @@
 --
 -- The ticks that passed while it was paused are neither fired nor counted as missed.
 -- Reply: 1. Error: EMQNOTFOUND, EMQSTATE (not paused, or orphaned).
--- @include "common"
-
+-- @include "schedule"
 local name = ARGV[1]
-if not is_row(KEYS[2]) then
-  return redis.error_reply('EMQNOTFOUND schedule ' .. name)
-end
-local row = redis.call('HMGET', KEYS[2], 'paused', 'orphaned')
-if row[2] == '1' then
-  return redis.error_reply('EMQSTATE schedule ' .. name .. ' is orphaned: it does not fire')
-end
-if row[1] ~= '1' then
+local paused, refused = schedule_paused(KEYS[2], name)
+if refused then return refused end
+if not paused then
   return redis.error_reply('EMQSTATE schedule ' .. name .. ' is not paused')
 end
 redis.call('HSET', KEYS[2], 'paused', 0)

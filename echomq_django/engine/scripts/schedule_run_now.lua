@@ -10,10 +10,8 @@
 -- becomes the schedule's last job; the ticks and the next fire time are untouched.
 -- Reply: {id, state}. Error: EMQNOTFOUND, EMQSTATE (orphaned, or not a whole definition),
 -- EMQEXISTS (a row with this id exists).
--- @include "common"
 -- @include "moves"
 -- @include "store_job"
-
 local name, id = ARGV[1], ARGV[2]
 if not is_row(KEYS[6]) then
   return redis.error_reply('EMQNOTFOUND schedule ' .. name)

@@ -10,8 +10,7 @@
 -- orphaned schedule declared again), or 'retry' (a tick at or after ARGV[3] was fired
 -- since the caller read the record: nothing written, plan again). A paused schedule stays
 -- paused. Error: WRONGTYPE for a key of another type at the hash, before any write.
--- @include "common"
-
+-- @include "clock"
 local name, digest, next_ms = ARGV[1], ARGV[2], ARGV[3]
 if not (redis.call('TYPE', KEYS[2])['ok'] == 'none' or is_row(KEYS[2])) then
   return redis.error_reply('WRONGTYPE schedule ' .. name .. ' is not a hash')

@@ -22,9 +22,7 @@
 -- write, so a full server could not start the jobs it already leased (nor drain).
 -- It grows a row by one worker id and one token: bounded, and it frees the job's
 -- whole row soon after (complete, retention).
--- @include "common"
 -- @include "moves"
-
 local worker, isolated, reply = ARGV[1], ARGV[2] == '1', {}
 for i = 1, #KEYS - 1 do
   local jk, token = KEYS[1 + i], ARGV[2 + i]

@@ -5,8 +5,7 @@
 -- KEYS[6] metrics HASH
 --
 -- Reply: {now_ms, pending, scheduled, active, completed, dead, metrics as a flat HGETALL}
--- @include "common"
-
+-- @include "clock"
 local reply = {now_ms}
 for i = 1, 5 do
   reply[#reply + 1] = redis.call('ZCARD', KEYS[i])

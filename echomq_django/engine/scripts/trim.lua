@@ -8,9 +8,7 @@
 -- ARGV[1] limit   ARGV[2] 'now' or '+inf'   ARGV[3] metric to count ('trimmed'/'purged')
 --
 -- Reply: {removed, more (1/0)}
--- @include "common"
 -- @include "moves"
-
 local max = ARGV[2]
 if max == 'now' then max = fmt(now_ms) end
 local limit = tonumber(ARGV[1])
@@ -23,6 +21,7 @@ for _, id in ipairs(ids) do
   -- halfway through the batch.
   if is_row(jk) and redis.call('HGET', jk, 'state') == place then
     release_idempotency(jk, id)
+    raise_token_floor(jk)
     redis.call('DEL', jk)
   end
 end

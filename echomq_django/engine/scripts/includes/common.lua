@@ -1,14 +1,10 @@
--- Shared helpers, inlined by `-- @include "common"`.
+-- Shared helpers, inlined by `-- @include "common"`. No TIME here: a read-only
+-- script (page) must not call it; the clock is "clock".
 --
 -- The queue's base prefix ('emq:{q}:') is derived from KEYS[1], so every key a
 -- script builds (job rows, per-minute throughput) carries the queue's hash tag
 -- and lives on the same cluster slot as the declared KEYS.
 local base = string.match(KEYS[1], '^(.*:)[a-z]+$')
-
--- The server clock: TIME inside the script, never a client's "now".
-local clock = redis.call('TIME')
-local now_us = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
-local now_ms = math.floor(now_us / 1000)
 
 -- Integers go to the server as '%d' strings: Lua's default number format
 -- ('%.14g') would round a 16-digit score or timestamp.
@@ -45,15 +41,6 @@ local function pending_score(priority, seq)
   return (100 - p) * 35184372088832 + seq
 end
 
--- Throughput per minute for the admin's chart: one HASH per minute, expiring.
-local function count_minute(field, n)
-  n = n or 1
-  local key = base .. 'tp:' .. fmt(math.floor(now_ms / 60000))
-  if redis.call('HINCRBY', key, field, n) == n then
-    redis.call('EXPIRE', key, 7200)
-  end
-end
-
 -- Errors are a JSON array kept opaque to Lua (cjson would round big integers
 -- and turn empty arrays into objects): each entry arrives already encoded.
 --
@@ -63,7 +50,7 @@ end
 -- row (and the time of this script) without end. An entry starts with
 -- '{"exception_class_path":' (outcome.error_json writes that key first; JSON escapes
 -- any quote inside a string), which is where the oldest one is cut off.
-local ERRORS_MAX = 65536
+local ERRORS_MAX = ${ROW_ERRORS_MAX_BYTES}
 local function append_error(jk, error_json, summary)
   local row = redis.call('HMGET', jk, 'errors', 'errors_dropped')
   local errors, dropped = row[1], 0
@@ -118,6 +105,27 @@ local function hold_idempotency(jk, id)
     redis.call('SET', idem, id, 'NX')
   end
   return nil
+end
+
+-- The fence across a job id's lives. Ids may be the caller's, so an id can be
+-- enqueued again after its row was deleted or trimmed, while a zombie still holds a
+-- token of the old row. 'tokens' (a STRING of the queue) is the highest token of any
+-- row removed from the queue; a new row's attempts start there (its refunds too, so
+-- what it is charged still starts at 0): a token is never handed out twice for an id.
+local token_floor_now
+local function token_floor()
+  if token_floor_now == nil then
+    token_floor_now = tonumber(redis.pcall('GET', base .. 'tokens')) or 0
+  end
+  return token_floor_now
+end
+
+local function raise_token_floor(jk)
+  local attempts = tonumber(redis.call('HGET', jk, 'attempts')) or 0
+  if attempts > token_floor() then
+    token_floor_now = attempts
+    redis.call('SET', base .. 'tokens', fmt(attempts))
+  end
 end
 
 local function used_attempts(jk)

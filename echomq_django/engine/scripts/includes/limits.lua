@@ -1,4 +1,5 @@
--- Flow control, inlined by `-- @include "limits"` (after "common" and "moves").
+-- Flow control, inlined by `-- @include "limits"`.
+-- @include "moves"
 --
 -- A row's `limits` field lists the gates its job must pass to be claimed, separated
 -- by spaces (engine/limits.py writes them; enqueue stores them, never a worker):

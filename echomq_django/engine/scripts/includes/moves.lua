@@ -1,4 +1,5 @@
--- The moves between places, inlined by `-- @include "moves"` (after "common").
+-- The moves between places, inlined by `-- @include "moves"`.
+-- @include "clock"
 -- Each takes the keys it writes as arguments: the caller declared them in KEYS.
 
 -- Into pending. A fresh sequence puts the job at the back of its priority
@@ -17,7 +18,7 @@ end
 -- Into dead: kept until now + the row's dead_ttl_ms (the set's score). `cancelled`: an
 -- operator's cancel, not a failure (the throughput chart counts failures only).
 local function to_dead(jk, id, dead_key, metrics_key, cancelled)
-  local ttl = tonumber(redis.call('HGET', jk, 'dead_ttl_ms')) or 604800000
+  local ttl = tonumber(redis.call('HGET', jk, 'dead_ttl_ms')) or ${DEFAULT_DEAD_TTL_MS}
   redis.call('ZADD', dead_key, fmt(now_ms + ttl), id)
   redis.call('HSET', jk, 'state', 'dead', 'finished_at', fmt(now_us))
   redis.call('HDEL', jk, 'worker', 'lease_deadline', 'due_ms', 'cancel')

@@ -1,4 +1,4 @@
--- A new job's row, inlined by `-- @include "store_job"` (after "common"): the one
+-- A new job's row, inlined by `-- @include "store_job"`: the one
 -- place that writes what enqueue stores, so a job fired by a schedule (fire,
 -- schedule_run_now) is the same row as one enqueued by a caller.
 --
@@ -8,10 +8,12 @@
 -- gates (includes/limits.lua; nil or '': none).
 -- The caller checked that no row exists at `jk`, and counts and wakes once per call.
 -- Returns the state the job is stored in: 'pending' or 'scheduled'.
+-- @include "clock"
 local function store_job(jk, id, seq, pending_key, scheduled_key, payload, task, priority,
                          max_attempts, lease_ms, due, run_after, result_ttl_ms, dead_ttl_ms, digest,
                          timeout_ms, limits)
   local state, place, at = 'pending', 'seq', seq
+  local floor = fmt(token_floor())  -- see common.lua: no token of a removed row again
   if due > now_ms then
     state, place, at = 'scheduled', 'due_ms', due
     redis.call('ZADD', scheduled_key, fmt(due), id)
@@ -20,7 +22,7 @@ local function store_job(jk, id, seq, pending_key, scheduled_key, payload, task,
   end
   redis.call('HSET', jk,
     'id', id, 'payload', payload, 'task', task, 'priority', priority,
-    'attempts', 0, 'refunds', 0, 'max_attempts', max_attempts, 'lease_ms', lease_ms,
+    'attempts', floor, 'refunds', floor, 'max_attempts', max_attempts, 'lease_ms', lease_ms,
     'enqueued_at', fmt(now_us), 'run_after', run_after,
     'result_ttl_ms', result_ttl_ms, 'dead_ttl_ms', dead_ttl_ms, 'idem', digest,
     'timeout_ms', timeout_ms or '0', 'state', state, place, fmt(at))
