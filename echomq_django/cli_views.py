@@ -7,7 +7,6 @@ Data is shown as data: every row field and exception text goes through
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Group
@@ -16,13 +15,14 @@ from rich.table import Table
 from .engine.jobs import Job, QueueStats
 from .engine.keyspace import STATES
 from .engine.limits import GateState
+from .engine.times import from_ms, from_us
 from .management import printable
 from .metrics import COUNTERS, event_totals
 
 
 def stats_view(stats: Sequence[QueueStats], every: float | None = None) -> Group:
     """Two tables, one row per queue: jobs in each state now; event counters so far."""
-    when = datetime.fromtimestamp(stats[0].now_ms / 1000, UTC) if stats else None
+    when = from_ms(stats[0].now_ms) if stats else None
     caption = f"server time {when:%Y-%m-%d %H:%M:%S} UTC" if when else "no queue known yet"
     if every:
         caption += f" · every {every:g}s, Ctrl-C to stop"
@@ -41,11 +41,8 @@ def stats_view(stats: Sequence[QueueStats], every: float | None = None) -> Group
 
 
 def _when_us(value: int | None) -> str:
-    return (
-        ""
-        if value is None
-        else f"{datetime.fromtimestamp(value / 1e6, UTC):%Y-%m-%d %H:%M:%S.%f} UTC"
-    )
+    moment = from_us(value)
+    return "" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S.%f} UTC"
 
 
 def _when_ms(value: int | None) -> str:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management.base import CommandError
@@ -27,6 +26,7 @@ from . import conf, task_filter
 from .engine.jobs import PAGE_MAX, Job, Jobs
 from .engine.keyspace import STATES
 from .engine.registry import WorkerInfo, list_workers
+from .engine.times import EPOCH, from_us
 from .management import count_arg, printable, queue_arg
 
 NEWEST_FIRST = ("completed", "dead")  # what an operator looks for there is the latest
@@ -70,11 +70,8 @@ def list_jobs(
 
 
 def _when_us(value: object) -> str:
-    try:
-        us = int(str(value))
-    except ValueError:
-        return ""
-    return f"{datetime.fromtimestamp(us / 1e6, UTC):%Y-%m-%d %H:%M:%S} UTC" if us else ""
+    moment = from_us(value)
+    return f"{moment:%Y-%m-%d %H:%M:%S} UTC" if moment and moment > EPOCH else ""
 
 
 def jobs_view(queue: str, state: str, total: int, rows: Sequence[dict[str, Any]]) -> Table:

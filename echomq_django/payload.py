@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from functools import lru_cache
 from importlib import import_module
 from typing import Any
@@ -37,9 +37,9 @@ from django.utils.module_loading import autodiscover_modules
 from .compat import InvalidTask, Task, TaskError, TaskResult, TaskResultStatus, normalize_json
 from .discovery import app_module, import_app_module
 from .engine.jobs import Job
+from .engine.times import from_us, to_ms
 
 VERSION = 1
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # Built once: json.dumps with any option builds a new encoder per call.
 PAYLOAD_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -192,9 +192,9 @@ def from_server_us(us: int | None, use_tz: bool | None = None) -> datetime | Non
     ``use_tz``: settings.USE_TZ when the caller has it at hand (reading a setting
     costs more than the conversion itself).
     """
-    if us is None:
+    moment = from_us(us)
+    if moment is None:
         return None
-    moment = EPOCH + timedelta(0, 0, us)  # exact for every µs, unlike a float of seconds
     if use_tz is None:
         use_tz = settings.USE_TZ
     return moment if use_tz else timezone.make_naive(moment)
@@ -206,7 +206,7 @@ def due_ms(run_after: datetime | None) -> int:
         return 0
     if timezone.is_naive(run_after):
         run_after = timezone.make_aware(run_after)
-    return max(0, (run_after - EPOCH) // timedelta(milliseconds=1))
+    return max(0, to_ms(run_after))
 
 
 def parse_run_after(text: str) -> datetime | None:

@@ -3,7 +3,8 @@
 Optional: ``pip install echomq-django[otel]`` (``opentelemetry-api`` only; the
 application brings the SDK and its exporters, as with any instrumented library).
 Without the API installed every function here is a no-op; with the API but no SDK
-configured, the API's own no-op tracer makes them cost a context lookup.
+configured, the API's own no-op tracer makes them cost a context lookup. The
+engine's script calls have spans of their own (``engine/spans.py``).
 
 * ``enqueue_span(task, queue)``: a PRODUCER span ``echomq enqueue <task>`` around
   the enqueue; ``metadata()`` inside it is the W3C trace context
@@ -22,11 +23,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-try:
-    from opentelemetry import propagate, trace
-except ImportError:  # the [otel] extra is not installed
-    trace = None  # type: ignore[assignment]
-    propagate = None  # type: ignore[assignment]
+from .engine.spans import propagate, trace  # the one guarded import (None without the extra)
 
 TRACER_NAME = "echomq_django"
 METADATA_KEYS = ("traceparent", "tracestate")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 SCRIPTS_DIR = Path(__file__).with_name("scripts")
 _INCLUDE = re.compile(r'^--\s*@include\s+"([a-z_]+)"\s*$', re.MULTILINE)
@@ -32,6 +34,15 @@ class Script:
     @classmethod
     def from_source(cls, name: str, source: str) -> Script:
         return cls(name, _expand_includes(source, SCRIPTS_DIR / "includes", seen=()))
+
+
+@dataclass(frozen=True)
+class Call:
+    """One script invocation, for pipelining many in one round trip."""
+
+    script: Script
+    keys: Sequence[str]
+    args: Sequence[Any]
 
 
 def _expand_includes(source: str, folder: Path, seen: tuple[str, ...]) -> str:

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from echomq_django.compat import InvalidTask
 from echomq_django.engine.jobs import Job
+from echomq_django.engine.times import EPOCH
 from echomq_django.payload import (
-    EPOCH,
     Payload,
     PayloadError,
     check_fields,

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from echomq_django.embedded import EmbeddedServer, free_port
-from echomq_django.engine import connector as connector_module
+from echomq_django.engine import clients as clients_module
 from echomq_django.engine import script
 from echomq_django.engine.connector import Call, Connector, mask_url, translate_error
 from echomq_django.engine.errors import (
@@ -210,7 +210,7 @@ def test_a_primary_turned_replica_is_server_unavailable(own_server):
 def test_a_silent_server_is_server_unavailable_not_a_hang(monkeypatch):
     """Bytes stop with no FIN (a dead NAT entry, a frozen host): without a socket timeout
     redis-py waits for ever, wedging a web request's enqueue or a worker's heartbeat."""
-    monkeypatch.setattr(connector_module, "DEFAULT_SOCKET_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(clients_module, "DEFAULT_SOCKET_TIMEOUT_S", 0.3)
     with socket.create_server(("127.0.0.1", 0)) as silent:  # the kernel accepts; nobody answers
         jobs = Jobs(Connector.from_url(f"redis://127.0.0.1:{silent.getsockname()[1]}/0"))
         with ThreadPoolExecutor(1) as pool:

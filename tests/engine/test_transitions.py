@@ -400,10 +400,13 @@ def test_reap_is_bounded_per_call_and_loops_while_more(jobs):
 
 def test_promote_moves_only_due_jobs_in_bounded_calls(jobs):
     now = server_ms(jobs)
-    due = enqueue_n(jobs, 5, due_ms=now + 20)
+    due = enqueue_n(jobs, 5, due_ms=now + 1000)  # a margin a loaded machine holds
     later = jobs.enqueue(QUEUE, new(due_ms=now + 60_000)).id
     assert jobs.promote(QUEUE).moved == 0
-    time.sleep(0.03)
+    deadline = time.monotonic() + 30
+    while server_ms(jobs) <= now + 1000:  # await the server's clock, not a fixed sleep
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     sweep = jobs.promote(QUEUE, limit=2)
     assert (sweep.moved, sweep.calls) == (5, 3)
     assert sorted(members(jobs)["pending"]) == sorted(due)

@@ -1,0 +1,103 @@
+"""What a caller asks to store (``NewJob``), checked whole before anything is sent,
+and what enqueue answers (``Enqueued``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .bounds import (
+    DEFAULT_DEAD_TTL_MS,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_PAYLOAD,
+    DEFAULT_RESULT_TTL_MS,
+    MAX_DELAY_MS,
+    MAX_DUE_MS,
+    MAX_LEASE_MS,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+)
+from .errors import InvalidJobOptions, PayloadTooLarge
+from .keyspace import new_job_id, validate_job_id
+from .limits import validate_limits
+from .validation import check_int, one_line, utf8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewJob:
+    """What enqueue stores. ``payload`` is opaque to the engine (the Django layer's JSON)."""
+
+    payload: str
+    task: str = ""
+    id: str = field(default_factory=new_job_id)
+    priority: int = 0
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    lease_ms: int = 0  # 0: the worker's default lease
+    due_ms: int = 0  # absolute Unix ms; 0 or past: ready now
+    run_after: str = ""  # the caller's exact value, kept opaque (e.g. an ISO datetime)
+    result_ttl_ms: int = DEFAULT_RESULT_TTL_MS
+    dead_ttl_ms: int = DEFAULT_DEAD_TTL_MS
+    idempotency_key: str | None = None
+    timeout_ms: int = 0  # 0: no time limit of its own (the worker's cap may still apply)
+    limits: str = ""  # its flow-control gates (engine/limits.py); "": none
+    # The idempotency key's variant (at most one; both need a key): throttle, one job
+    # per key per window whatever its state; debounce, the key's waiting job takes
+    # this payload and runs this long after the last enqueue.
+    throttle_ms: int = 0
+    debounce_ms: int = 0
+
+    def validate(self, max_payload: int = DEFAULT_MAX_PAYLOAD) -> NewJob:
+        """Raise a typed error for any bad field; nothing has been sent yet."""
+        if not isinstance(self.payload, str):
+            raise InvalidJobOptions(f"payload must be a str, not {type(self.payload).__name__}")
+        size = len(utf8(self.payload, "payload"))
+        if size > max_payload:
+            raise PayloadTooLarge(f"payload is {size} bytes, over the limit of {max_payload}")
+        validate_job_id(self.id)
+        if self.task:
+            one_line(self.task, "task", 500)
+        check_int(self.priority, MIN_PRIORITY, MAX_PRIORITY, "priority")
+        check_int(self.max_attempts, 1, 1_000_000, "max_attempts")
+        check_int(self.lease_ms, 0, MAX_LEASE_MS, "lease_ms")
+        check_int(self.timeout_ms, 0, MAX_LEASE_MS, "timeout_ms")
+        check_int(self.due_ms, 0, MAX_DUE_MS, "due_ms")
+        check_int(self.result_ttl_ms, 0, MAX_DELAY_MS, "result_ttl_ms")
+        check_int(self.dead_ttl_ms, 0, MAX_DELAY_MS, "dead_ttl_ms")
+        if not isinstance(self.run_after, str) or len(self.run_after) > 100:
+            raise InvalidJobOptions("run_after must be a string of at most 100 characters")
+        utf8(self.run_after, "run_after")
+        if self.idempotency_key is not None:
+            key = self.idempotency_key
+            if not isinstance(key, str) or not 0 < len(key) <= 1000:
+                raise InvalidJobOptions("idempotency_key must be a non-empty string (≤ 1000 chars)")
+            utf8(key, "idempotency_key")
+        validate_limits(self.limits)
+        check_int(self.throttle_ms, 0, MAX_DELAY_MS, "throttle_ms")
+        check_int(self.debounce_ms, 0, MAX_DELAY_MS, "debounce_ms")
+        if (self.throttle_ms or self.debounce_ms) and self.idempotency_key is None:
+            raise InvalidJobOptions("throttle and debounce need an idempotency key")
+        if self.throttle_ms and self.debounce_ms:
+            raise InvalidJobOptions("a job is throttled or debounced, not both")
+        return self
+
+    @property
+    def variant(self) -> str:
+        """The key's variant as enqueue.lua reads it."""
+        if self.throttle_ms:
+            return f"t{self.throttle_ms}"
+        return f"d{self.debounce_ms}" if self.debounce_ms else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    id: str
+    state: str
+    created: bool  # False: an idempotency key matched a job (see enqueue.lua)
+    enqueued_at: int | None = None  # the row's enqueued_at (server µs)
+    debounced: bool = False  # the key's waiting job took this payload (created False)
+
+    @classmethod
+    def from_reply(cls, reply: Sequence[Any]) -> Enqueued:
+        at = int(reply[3]) if reply[3] else None
+        return cls(reply[0], reply[1], reply[2] == 1, at, reply[2] == 2)

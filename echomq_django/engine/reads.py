@@ -1,0 +1,106 @@
+"""The ``Jobs`` reads: a row, the counts, a page of a place, the gates, the throughput.
+
+Plain reads or read-only scripts: none of them changes anything, so none of them
+needs to be a transition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import script
+from .bounds import PAGE_MAX
+from .connector import Connector, plain
+from .keyspace import STATES, QueueKeys, validate_job_id
+from .limits import GateState
+from .replies import Page, PageEntry, QueueStats, counter, pairs
+from .rows import Job
+from .validation import check_int
+
+
+class Reads:
+    """Mixed into ``Jobs``: the reads over its connector."""
+
+    connector: Connector
+
+    def get(self, queue: str, job_id: str) -> Job | None:
+        """The row, or None. Raises ``CorruptRow`` for a row that cannot be a job."""
+        keys = QueueKeys.of(queue)
+        row = plain(lambda: self.connector.client.hgetall(keys.job(job_id)))
+        return Job.from_row(queue, row) if row else None
+
+    def find(self, queues: Sequence[str], job_id: str) -> Job | None:
+        """The row of ``job_id`` in the first of ``queues`` that holds it (an id does not
+        name its queue): one round trip, a pipeline of reads. ``CorruptRow`` as ``get``."""
+        validate_job_id(job_id)
+        queues = list(queues)
+        pipe = self.connector.client.pipeline(transaction=False)
+        for queue in queues:
+            pipe.hgetall(QueueKeys.of(queue).job(job_id))
+        rows = plain(pipe.execute)
+        for queue, row in zip(queues, rows, strict=True):
+            if row:
+                return Job.from_row(queue, row)
+        return None
+
+    def stats(self, queue: str) -> QueueStats:
+        keys = QueueKeys.of(queue)
+        reply = self.connector.run(
+            script.load("stats"), [*(keys.state_set(s) for s in STATES), keys.metrics]
+        )
+        counts = dict(zip(STATES, (int(n) for n in reply[1:6])))
+        metrics = {k: n for k, v in pairs(reply[6]).items() if (n := counter(v)) is not None}
+        return QueueStats(queue, int(reply[0]), counts, metrics)
+
+    def limits(self, queue: str, most: int = 100) -> list[GateState]:
+        """The queue's rate limits and caps now (one read-only script): tokens or running
+        count, and the jobs held back on each. Keyed caps are listed while in use."""
+        check_int(most, 1, 1000, "most")
+        reply = self.connector.run(script.load("limit_stats"), [QueueKeys.of(queue).limits], [most])
+        gates = []
+        for name, spec, level, waiting in reply:
+            kind, _, scope = name.partition(":")
+            gates.append(GateState(name, spec, kind, scope, float(level), int(waiting)))
+        return sorted(gates, key=lambda gate: gate.name)
+
+    def throughput(self, queue: str, minutes: int = 60) -> list[tuple[int, int, int]]:
+        """(unix minute, completed, failed) for the last ``minutes`` minutes, oldest first.
+
+        ``failed`` counts failed attempts (retried or dead-lettered).
+        """
+        keys = QueueKeys.of(queue)
+        check_int(minutes, 1, 120, "minutes")
+        now_s, _ = plain(self.connector.client.time)
+        last = int(now_s) // 60
+        span = range(last - minutes + 1, last + 1)
+        pipe = self.connector.client.pipeline(transaction=False)
+        for minute in span:
+            pipe.hmget(keys.throughput(minute), "completed", "failed")
+        return [
+            (minute, counter(done) or 0, counter(failed) or 0)
+            for minute, (done, failed) in zip(span, plain(pipe.execute))
+        ]
+
+    def page(
+        self,
+        queue: str,
+        state: str,
+        *,
+        offset: int = 0,
+        count: int = 50,
+        newest_first: bool = False,
+        fields: Sequence[str] = ("task", "attempts", "max_attempts", "enqueued_at", "last_error"),
+    ) -> Page:
+        """One page of a place's sorted set: never reads the whole set."""
+        keys = QueueKeys.of(queue)
+        check_int(offset, 0, 2**40, "offset")
+        check_int(count, 1, PAGE_MAX, "count")
+        reply = self.connector.run(
+            script.load("page"),
+            [keys.state_set(state)],
+            [offset, count, 1 if newest_first else 0, *fields],
+        )
+        entries = [
+            PageEntry(e[0], float(e[1]), dict(zip(fields, e[2:], strict=False))) for e in reply[1:]
+        ]
+        return Page(int(reply[0]), entries)

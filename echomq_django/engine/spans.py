@@ -1,0 +1,49 @@
+"""OpenTelemetry spans for the engine's script calls, when the ``[otel]`` extra is there.
+
+The one guarded import of ``opentelemetry`` (the Django layer's ``tracing`` module
+reuses it): without the API installed ``trace`` is None and the connector calls
+its scripts without a span or any other cost. A span names the script, the queue
+and the key count, never an argument (arguments carry payloads and results).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+try:
+    from opentelemetry import propagate, trace
+except ImportError:  # the [otel] extra is not installed
+    trace = None  # type: ignore[assignment]
+    propagate = None  # type: ignore[assignment]
+
+TRACER_NAME = "echomq_django.engine"
+
+
+def script_span(script: str, keys: Sequence[str], calls: int = 1) -> Any:
+    """The CLIENT span of one script call (``calls`` > 1: a pipeline of that many)."""
+    assert trace is not None  # the connector calls this only with the API installed
+    first = keys[0] if keys else ""
+    queue = first[first.find("{") + 1 : first.find("}")] if "{" in first else ""
+    return trace.get_tracer(TRACER_NAME).start_as_current_span(
+        f"echomq {script}",
+        kind=trace.SpanKind.CLIENT,
+        attributes={
+            "db.system.name": "redis",
+            "db.operation.name": "EVALSHA",
+            "echomq.script": script,
+            "echomq.queue": queue,
+            "echomq.keys": len(keys),
+            "echomq.calls": calls,
+        },
+    )
+
+
+def note_refusals(span: Any, replies: Sequence[Any]) -> None:
+    """A pipeline's span is an error when one of its calls, or one job of a batch call,
+    was refused (the others ran)."""
+    entries = [e for r in replies for e in (r if isinstance(r, list) else [r])]
+    refused = [e for e in entries if isinstance(e, Exception)]
+    if refused and trace is not None:
+        span.set_attribute("echomq.refused", len(refused))
+        span.set_status(trace.Status(trace.StatusCode.ERROR, type(refused[0]).__name__))

@@ -1,0 +1,46 @@
+"""The server's clock as datetimes, and back: the one conversion.
+
+Rows keep times as integers of the server clock: ``*_at`` in µs, ``*_ms`` and
+``lease_deadline`` in ms. They are turned into datetimes exactly (integer
+arithmetic on a timedelta, never a float of seconds, which rounds a 16-digit µs
+count), and a value that is absent, planted text, or past what a datetime holds
+(a due time of 2**52 ms) reads as None instead of failing a whole page.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+US, MS = 1_000_000, 1_000  # a unit's count per second
+_ONE_MS = timedelta(milliseconds=1)
+
+
+def from_server(value: object, per_second: int) -> datetime | None:
+    """A server time in µs (``US``) or ms (``MS``) as an aware UTC datetime, or None."""
+    if isinstance(value, bool) or value is None or value == "":
+        return None
+    if not isinstance(value, int):
+        try:
+            value = int(str(value))
+        except ValueError:
+            return None
+    try:
+        return EPOCH + timedelta(microseconds=value * (US // per_second))
+    except OverflowError:
+        return None
+
+
+def from_us(value: object) -> datetime | None:
+    """A row's ``*_at`` field (server µs)."""
+    return from_server(value, US)
+
+
+def from_ms(value: object) -> datetime | None:
+    """A row's ``*_ms`` field or ``lease_deadline`` (server ms)."""
+    return from_server(value, MS)
+
+
+def to_ms(moment: datetime) -> int:
+    """Unix ms of an aware datetime (a due time as the scripts score it)."""
+    return (moment - EPOCH) // _ONE_MS
