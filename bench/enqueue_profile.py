@@ -97,9 +97,7 @@ def main() -> None:
 
         paths: dict[str, Callable[[], tuple[float, float]]] = {
             "raw": lambda: per_call_us(lambda: r.evalsha(sha, 0), opts.n),
-            "connector": lambda: per_call_us(
-                lambda: jobs.connector.run(noop_script, []), opts.n
-            ),
+            "connector": lambda: per_call_us(lambda: jobs.connector.run(noop_script, []), opts.n),
             "engine": lambda: per_call_us(engine_enqueue, opts.n),
             "enqueue": lambda: per_call_us(task.enqueue, opts.n),
             "aenqueue": lambda: aenqueue_us(task, opts.n),
@@ -112,7 +110,9 @@ def main() -> None:
                 common.reset(r)
                 samples[name].append(run())
         raw = statistics.median(w for w, _ in samples["raw"])
-        print(f"{'path':<10} {'µs/call':>8} {'cpu µs':>7} {'calls/s':>8} {'raw/x':>6}   wall samples")
+        print(
+            f"{'path':<10} {'µs/call':>8} {'cpu µs':>7} {'calls/s':>8} {'raw/x':>6}   wall samples"
+        )
         for name, values in samples.items():
             us = statistics.median(w for w, _ in values)
             cpu = statistics.median(c for _, c in values)
