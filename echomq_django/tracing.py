@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from .engine.spans import propagate, trace  # the one guarded import (None without the extra)
+from .engine.spans import propagate, recording, trace  # the one guarded import
 
 TRACER_NAME = "echomq_django"
 METADATA_KEYS = ("traceparent", "tracestate")
@@ -46,7 +46,7 @@ def _tracer() -> Any:
 
 def enqueue_span(task: str, queue: str, count: int) -> Any:
     """The span around one enqueue call (``count`` jobs of ``task``)."""
-    if trace is None:
+    if not recording():
         return nullcontext()
     return _tracer().start_as_current_span(
         f"echomq enqueue {task}",

@@ -62,7 +62,7 @@ class Connector:
 
     def run(self, script: Script, keys: Sequence[str], args: Sequence[Any] = ()) -> Any:
         """EVALSHA ``script``; on NOSCRIPT load it once and run it again by SHA."""
-        if spans.trace is None:
+        if not spans.recording():
             return self._run(script, keys, args)
         with spans.script_span(script.name, keys):
             return self._run(script, keys, args)
@@ -93,7 +93,7 @@ class Connector:
         """
         if not calls:
             return []
-        if spans.trace is None:
+        if not spans.recording():
             return self._run_many(calls)
         names = sorted({call.script.name for call in calls})
         with spans.script_span("+".join(names), calls[0].keys, len(calls)) as span:
@@ -124,7 +124,7 @@ class Connector:
         On NOSCRIPT the script is loaded and both are sent again. On a cluster a call
         that meets MOVED/ASK (its slot is moving) did not run: ServerUnavailable.
         """
-        if spans.trace is None:
+        if not spans.recording():
             return self._run_then(call, command)
         with spans.script_span(call.script.name, call.keys):
             return self._run_then(call, command)
