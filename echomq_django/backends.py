@@ -41,7 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from django.conf import settings
 from django.core import checks
@@ -50,6 +50,8 @@ from django.db import transaction
 
 from . import conf, outbox, tracing
 from .compat import (
+    AnyTask,
+    AnyTaskResult,
     BaseTaskBackend,
     InvalidTask,
     Task,
@@ -75,6 +77,8 @@ from .payload import (
 
 __all__ = ["EchoMQBackend", "EchoMQTask"]
 
+P = ParamSpec("P")
+R = TypeVar("R")
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -100,10 +104,10 @@ class EchoMQBackend(BaseTaskBackend):
         # A bad TASKS entry must not crash imports of tasks modules or `manage.py
         # check` itself: the problems are reported by check() and raised on enqueue.
         self.problems = self.configuration_problems()
-        self._options: dict[Task, JobOptions] = {}
-        self._flows: dict[Task, TaskFlow] = {}
+        self._options: dict[AnyTask, JobOptions] = {}
+        self._flows: dict[AnyTask, TaskFlow] = {}
         self.queue_rates: dict[str, RateLimit] = {}
-        self._valid: dict[tuple[Task, bool], bool] = {}
+        self._valid: dict[tuple[AnyTask, bool], bool] = {}
         self.job_options = JobOptions(max_attempts=DEFAULT_MAX_ATTEMPTS)
         if not self.problems:
             self.job_options = JobOptions.parse(
@@ -164,7 +168,7 @@ class EchoMQBackend(BaseTaskBackend):
 
     # -- validation -----------------------------------------------------------------
 
-    def validate_task(self, task: Task) -> None:
+    def validate_task(self, task: AnyTask) -> None:
         """Django's checks, plus a valid engine queue name, job options and idempotency key.
 
         A Task that passed is remembered (Django checks each Task when it is built and
@@ -181,7 +185,7 @@ class EchoMQBackend(BaseTaskBackend):
         self.validate_uncached(task)
         remember(self._valid, key, True)
 
-    def validate_uncached(self, task: Task) -> None:
+    def validate_uncached(self, task: AnyTask) -> None:
         """Every check, every time (``validate_task`` is this, remembered)."""
         super().validate_task(task)
         key = getattr(task, "idempotency_key", None)
@@ -193,7 +197,7 @@ class EchoMQBackend(BaseTaskBackend):
         except ValueError as exc:
             raise InvalidTask(str(exc)) from exc
 
-    def options_for(self, task: Task) -> JobOptions:
+    def options_for(self, task: AnyTask) -> JobOptions:
         """The task's job options over the backend's.
 
         Remembered per Task (Tasks are frozen and hashable): every enqueue and every
@@ -208,7 +212,7 @@ class EchoMQBackend(BaseTaskBackend):
             options = remember(self._options, task, self.parse_options(task))
         return options
 
-    def flow_for(self, task: Task) -> TaskFlow:
+    def flow_for(self, task: AnyTask) -> TaskFlow:
         """The task's limits and key variant, remembered per Task like its options."""
         try:
             flow = self._flows.get(task)
@@ -216,23 +220,25 @@ class EchoMQBackend(BaseTaskBackend):
             return TaskFlow.of(task)
         return flow if flow is not None else remember(self._flows, task, TaskFlow.of(task))
 
-    def parse_options(self, task: Task) -> JobOptions:
+    def parse_options(self, task: AnyTask) -> JobOptions:
         mine = JobOptions.parse({name: getattr(task, name, None) for name in JOB_OPTIONS})
         return mine.over(self.job_options)
 
-    def sends_on_commit(self, task: Task) -> bool | str:
+    def sends_on_commit(self, task: AnyTask) -> bool | str:
         choice = getattr(task, "enqueue_on_commit", None)
         return self.enqueue_on_commit if choice is None else outbox.commit_mode(choice)
 
     # -- enqueue --------------------------------------------------------------------
 
-    def enqueue(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> TaskResult:
+    def enqueue(
+        self, task: Task[P, R], args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> TaskResult[P, R]:
         """Validate everything, then store the job (now, or when the transaction commits)."""
-        return self.enqueue_many(task, [(args, kwargs)])[0]
+        return cast("TaskResult[P, R]", self.enqueue_many(task, [(args, kwargs)])[0])
 
     def enqueue_many(
-        self, task: Task, arguments: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]
-    ) -> list[TaskResult]:
+        self, task: AnyTask, arguments: Iterable[tuple[Sequence[Any], Mapping[str, Any]]]
+    ) -> list[AnyTaskResult]:
         """Enqueue one job of ``task`` per ``(args, kwargs)``, in one round trip.
 
         Every job is validated before anything is sent. The engine stores up to 500
@@ -247,8 +253,8 @@ class EchoMQBackend(BaseTaskBackend):
             return self.send(task, arguments)
 
     def send(
-        self, task: Task, arguments: Sequence[tuple[Sequence[Any], Mapping[str, Any]]]
-    ) -> list[TaskResult]:
+        self, task: AnyTask, arguments: Sequence[tuple[Sequence[Any], Mapping[str, Any]]]
+    ) -> list[AnyTaskResult]:
         """``enqueue_many`` of a validated task: now, on commit, or into the outbox."""
         prepared = [self.prepare(task, args, kwargs) for args, kwargs in arguments]
         mode = self.sends_on_commit(task)
@@ -266,8 +272,8 @@ class EchoMQBackend(BaseTaskBackend):
         return self.store(prepared)
 
     def prepare(
-        self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]
-    ) -> tuple[NewJob, TaskResult]:
+        self, task: AnyTask, args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> tuple[NewJob, AnyTaskResult]:
         """The job to send (not yet validated) and the READY result to hand back.
 
         Raises on an argument that cannot be stored as JSON."""
@@ -289,7 +295,7 @@ class EchoMQBackend(BaseTaskBackend):
         )
         return job, result
 
-    def new_job(self, task: Task, args: list[Any], kwargs: dict[str, Any]) -> NewJob:
+    def new_job(self, task: AnyTask, args: list[Any], kwargs: dict[str, Any]) -> NewJob:
         payload = Payload(
             task=task.module_path,
             args=args,
@@ -318,7 +324,7 @@ class EchoMQBackend(BaseTaskBackend):
             **row_fields,
         )
 
-    def store(self, prepared: Sequence[tuple[NewJob, TaskResult]]) -> list[TaskResult]:
+    def store(self, prepared: Sequence[tuple[NewJob, AnyTaskResult]]) -> list[AnyTaskResult]:
         """Send the jobs (one script call each, one round trip); ``task_enqueued`` per job stored.
 
         When an idempotency key is held by an earlier job, nothing is stored and
@@ -346,7 +352,7 @@ class EchoMQBackend(BaseTaskBackend):
 
     # -- results --------------------------------------------------------------------
 
-    def get_result(self, result_id: str) -> TaskResult:
+    def get_result(self, result_id: str) -> AnyTaskResult:
         """The job's current state as a TaskResult, from whichever of our queues holds it.
 
         One round trip: the row is read from every configured queue at once (a
@@ -368,17 +374,17 @@ class EchoMQBackend(BaseTaskBackend):
         """The row of ``result_id`` in whichever of our queues holds it (one round trip)."""
         return conf.get_jobs().find(self.result_queues(), result_id)
 
-    def read(self, queue: str, result_id: str) -> TaskResult:
+    def read(self, queue: str, result_id: str) -> AnyTaskResult:
         job = conf.get_jobs().get(queue, result_id)
         if job is None:  # finished and trimmed in between
             raise TaskResultDoesNotExist(result_id)
         return self.to_result(job)
 
-    def result_queues(self) -> Iterable[str]:
+    def result_queues(self) -> Sequence[str]:
         """The configured queues; with QUEUES empty (any queue allowed), every known queue."""
-        return sorted(self.queues) if self.queues else conf.get_jobs().queues()
+        return sorted(self.queues) if self.queues else list(conf.get_jobs().queues())
 
-    def to_result(self, job: Job) -> TaskResult:
+    def to_result(self, job: Job) -> AnyTaskResult:
         """The row as a TaskResult (``PayloadError`` when it names no loaded task)."""
         payload = Payload.loads(job.payload)
         return task_result(job, payload, rebuild_task(job, payload, self.task_modules))

@@ -34,7 +34,16 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from django.utils.module_loading import autodiscover_modules
 
-from .compat import InvalidTask, Task, TaskError, TaskResult, TaskResultStatus, normalize_json
+from .compat import (
+    AnyTask,
+    AnyTaskResult,
+    InvalidTask,
+    Task,
+    TaskError,
+    TaskResult,
+    TaskResultStatus,
+    normalize_json,
+)
 from .discovery import app_module, import_app_module
 from .engine.jobs import Job
 from .engine.times import from_us, to_ms
@@ -103,7 +112,7 @@ class Payload:
         )
 
 
-PAYLOAD_FIELDS = {
+PAYLOAD_FIELDS: dict[str, type | tuple[type, ...]] = {
     "task": str,
     "args": list,
     "kwargs": dict,
@@ -213,7 +222,7 @@ _discovery_lock = threading.RLock()  # a tasks module may read a result while im
 _discovered: set[str] = set()
 
 
-def loaded_task(path: str) -> Task | None:
+def loaded_task(path: str) -> AnyTask | None:
     """The Task object at ``path`` if its module is loaded already, else None.
 
     Only ``sys.modules`` and the namespaces' own ``__dict__`` are read: no import,
@@ -249,7 +258,7 @@ def discover_tasks(modules: Iterable[str] = ()) -> None:
             _discovered.add(name)
 
 
-def resolve_task(path: str, modules: Iterable[str] = ()) -> Task:
+def resolve_task(path: str, modules: Iterable[str] = ()) -> AnyTask:
     """The Task object named ``path``; ``UnknownTask`` for anything else.
 
     Not loaded yet: its module is imported if it lies inside an installed app
@@ -281,7 +290,7 @@ def resolve_task(path: str, modules: Iterable[str] = ()) -> Task:
 # -- row -> TaskResult ----------------------------------------------------------------------
 
 
-def rebuild_task(job: Job, payload: Payload, modules: Iterable[str] = ()) -> Task:
+def rebuild_task(job: Job, payload: Payload, modules: Iterable[str] = ()) -> AnyTask:
     """The Task as it was enqueued: the loaded task with the row's per-call values."""
     return _rebuild(
         payload.task,
@@ -305,7 +314,7 @@ def _rebuild(
     run_after: str,
     takes_context: bool,
     idempotency_key: str | None,
-) -> Task:
+) -> AnyTask:
     """Cached: a worker meets the same few task signatures over and over, and building
     a Task runs the backend's whole validation (most of a no-op job's cost). Tasks are
     frozen, so one instance can serve every job; failures are not cached."""
@@ -324,7 +333,7 @@ def _rebuild(
         raise PayloadError(f"task {path!r} cannot be rebuilt from its row: {exc}") from exc
 
 
-def task_result(job: Job, payload: Payload, task: Task) -> TaskResult:
+def task_result(job: Job, payload: Payload, task: AnyTask) -> AnyTaskResult:
     """The framework's view of a row, field by field."""
     use_tz = settings.USE_TZ
     finished = job.state in ("completed", "dead")

@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from typing import cast
 
 import redis
 from redis.backoff import NoBackoff
@@ -37,9 +38,10 @@ class IdleWait:
         self._blocking_since: float | None = None  # for the watchdog
         self.waiting = False
         # On a cluster one blocking call cannot span the queues' slots: a waiter per queue.
+        client = jobs.connector.client
         self._waiters = (
-            QueueWaiters(jobs.connector.client, queues, block_s + BLOCK_SLACK_S)
-            if jobs.connector.is_cluster
+            QueueWaiters(client, queues, block_s + BLOCK_SLACK_S)
+            if isinstance(client, redis.RedisCluster)  # connector.is_cluster, as a type guard
             else None
         )
 
@@ -232,4 +234,4 @@ class QueueWaiters:
             self._woken.set()
         else:
             _, member, score = popped
-            blocker.zadd(key, {member: score})
+            blocker.zadd(key, {cast(str, member): float(score)})  # decoded: the pool's

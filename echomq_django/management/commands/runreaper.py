@@ -97,8 +97,14 @@ class Command(BaseCommand):
             except ServerUnavailable as exc:
                 raise CommandError(f"the server is unreachable: {exc}") from exc
             return
+
         # First: a signal during start-up stops cleanly.
-        on_stop_signals(lambda: (reaper.stop(), relay and relay.stop()), logger)
+        def stop() -> None:
+            reaper.stop()
+            if relay:
+                relay.stop()
+
+        on_stop_signals(stop, logger)
         logger.info(
             "reaper on %s (%s): %s, every %gs; %d schedule(s) declared",
             jobs.connector.safe_url,
