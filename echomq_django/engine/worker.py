@@ -55,7 +55,7 @@ from .errors import (
     StaleToken,
     TimeLimitExceeded,
 )
-from .events import failure_traceback, log_job
+from .events import EVENTS_AGE_S, EventLog, failure_traceback, log_job
 from .jobs import BATCH_MAX, DEFAULT_CRASH_BUDGET, DEFAULT_LEASE_MS, Claim, Claimed, Jobs
 from .keyspace import QueueKeys, validate_worker_id
 from .outcome import Failure, Handler, Outcome, Success, error_json, summary_line
@@ -237,6 +237,7 @@ class Worker:
         self.registry_interval_s = registry_interval_s
         self.stats = WorkerStats()
         self.started_at = time.time()
+        self.events = EventLog()  # job events for the queues' streams (``echomq tail``)
 
         self._lock = threading.Lock()  # guards _held, _running, _outbox, _flushing, stats
         # Notified when a held job is let go, and when an executor starts a job and
@@ -312,6 +313,7 @@ class Worker:
             self._closing = True
             self._work.notify_all()
         self._flush()
+        self._send_events()
         self._beat_done.set()
         self._beat_wake.set()
         beat.join(5)
@@ -697,6 +699,7 @@ class Worker:
     def _process(self, lease: _Lease, slot: int) -> None:
         lease.begin_run(self.id)  # now: marking it may have taken a round trip
         lease.slot = slot
+        self._log_job(lease, "", logging.DEBUG, outcome="started")
         try:
             outcome = self._runner.run(
                 slot, lease.key, lease.claimed, lease.solo, self._time_limit(lease)
@@ -828,8 +831,8 @@ class Worker:
         items = [(le.claimed.queue, le.claimed.id, le.claimed.token, res) for le, res in batch]
         ran_us = [le.ran_us() for le, _ in batch]
 
-        def send() -> list[object]:
-            return self.jobs.complete_many(items, ran_us=ran_us)
+        def send() -> list[object]:  # the job events so far ride along (none of this batch's)
+            return self.jobs.complete_many(items, ran_us=ran_us, riders=self.events.take())
 
         try:
             replies = self._call_server("complete", send) if patient else send()
@@ -930,10 +933,13 @@ class Worker:
         failure: Failure | None = None,
         retry_in_ms: int | None = None,
     ) -> None:
-        """One job event line (engine/events.py). A failure's traceback goes with it unless
-        the Django layer ended the task (``retry`` False): its logger printed it then."""
+        """One job event line (engine/events.py), and the event for the queue's stream. A
+        failure's traceback goes with it unless the Django layer ended the task (``retry``
+        False): its logger printed it then. An operator's cancel ends it "cancelled"."""
         claimed = lease.claimed
         job = claimed.job
+        if outcome == "dead" and lease.cancelled:
+            outcome = "cancelled"
         log_job(
             level,
             job_id=claimed.id,
@@ -948,7 +954,18 @@ class Worker:
             retry_in_ms=retry_in_ms,
             detail=what,
             traceback=failure_traceback(failure.error) if failure and failure.retry else "",
+            events=self.events,
         )
+
+    def _send_events(self) -> None:
+        """The job events no completion carried, in a round trip of their own (heartbeat,
+        shutdown). Lost with the server: a log for watching, not a record to keep."""
+        calls = self.events.take()
+        if calls:
+            try:
+                self.jobs.connector.run_many(calls)
+            except EchoMQError as exc:
+                logger.debug("job events not sent: %s", exc)
 
     def _count(self, name: str) -> None:
         with self._lock:
@@ -967,6 +984,8 @@ class Worker:
                 retry_soon = True
             if self._flush_due(now):
                 self._flush(patient=False)  # results of short jobs wait on no slow one
+            if self.events.due(now):
+                self._send_events()
             watch_in = self._runner.watch(now)
             self._give_back_stuck(now)
             if now >= next_registry:
@@ -1050,6 +1069,8 @@ class Worker:
             due = [self._renew_at, next_registry, now + 1.0]
             if self._outbox:
                 due.append(self._outbox_since + FLUSH_AGE_S)
+            if self.events.since:
+                due.append(self.events.since + EVENTS_AGE_S)
         return max(0.005, min(due) - now)
 
     def _give_back_stuck(self, now: float) -> None:
