@@ -21,7 +21,9 @@ at about ``EVENTS_KEPT`` entries, its entry ids the server's clock), which
 scripts would have added an XADD to every transition; instead a worker gathers its
 events here (``EventLog``) and sends them in the round trip that already carries its
 completions (``Jobs.complete_many(riders=...)``), or, when none is due, from its
-heartbeat within ``EVENTS_AGE_S``: a stream write costs the hot path no round trip.
+heartbeat within about a second: a stream write costs the hot path no round trip. A
+flush's events are one stream entry (a JSON array, one XADD): an XADD of named fields
+per event cost the no-op burst a third of its rate (measured), this costs it a few %.
 The operator's actions from the command line are recorded on their own.
 """
 
@@ -41,9 +43,11 @@ from .keyspace import QueueKeys
 
 logger = logging.getLogger("echomq.job")
 
-EVENTS_KEPT = 10_000  # entries per queue's stream, about (XADD MAXLEN ~)
+EVENTS_PER_ENTRY = 100  # events per stream entry (one XADD, one JSON array) at most
+# Entries kept per queue's stream, about (XADD MAXLEN ~): at least this many events,
+# at most EVENTS_PER_ENTRY times more (~10 MB) when every flush carries a full entry.
+EVENTS_KEPT = 1_000
 EVENTS_AGE_S = 0.1  # an event waits at most about this long for a round trip to ride
-EVENTS_PER_CALL = 500  # events per script call: each call stays short on the server
 
 # The fields every job event carries (the JSON log format's keys; see docs/operations.md).
 FIELDS = (
@@ -129,34 +133,36 @@ class EventLog:
     def __init__(self, kept: int = EVENTS_KEPT) -> None:
         self.kept = kept
         self._lock = threading.Lock()
-        self._waiting: dict[str, list[object]] = {}  # queue -> the values, event after event
+        self._waiting: dict[str, list[Sequence[object]]] = {}  # queue -> events, in order
         self.since = 0.0  # monotonic time of the oldest event waiting (0: none)
 
     def add(self, queue: str, values: Sequence[object]) -> None:
+        """One event: its values in STREAM_FIELDS order."""
         with self._lock:
             if not self._waiting:
                 self.since = time.monotonic()
-            self._waiting.setdefault(queue, []).extend(values)
+            self._waiting.setdefault(queue, []).append(values)
 
     def due(self, now: float) -> bool:
         """An event has waited EVENTS_AGE_S for a round trip: send it on its own."""
         return bool(self.since) and now - self.since >= EVENTS_AGE_S
 
     def take(self) -> list[Call]:
-        """The waiting events as script calls (one per queue and EVENTS_PER_CALL), emptied."""
+        """The waiting events as script calls (one per queue and entry), emptied."""
         with self._lock:
             waiting, self._waiting, self.since = self._waiting, {}, 0.0
-        k = len(STREAM_FIELDS)
-        step = k * EVENTS_PER_CALL
         return [
             Call(
                 script.load("events"),
                 [QueueKeys.of(queue).events],
-                [self.kept, k, *STREAM_FIELDS, *values[i : i + step]],
+                [self.kept, _NAMES, json.dumps(batch[i : i + EVENTS_PER_ENTRY])],
             )
-            for queue, values in waiting.items()
-            for i in range(0, len(values), step)
+            for queue, batch in waiting.items()
+            for i in range(0, len(batch), EVENTS_PER_ENTRY)
         ]
+
+
+_NAMES = ",".join(STREAM_FIELDS)
 
 
 def record(connector: Connector, queue: str, **fields: object) -> None:
@@ -168,35 +174,48 @@ def record(connector: Connector, queue: str, **fields: object) -> None:
 
 @dataclass(frozen=True)
 class JobEvent:
-    """One entry of a queue's stream, as ``echomq tail`` prints it."""
+    """One event of a queue's stream, as ``echomq tail`` prints it."""
 
     queue: str
-    entry_id: str  # "<server ms>-<n>": when the server stored it, and the cursor after it
-    fields: Mapping[str, str]
+    entry_id: str  # "<server ms>-<n>": when the server stored its batch; the cursor after it
+    index: int  # its place in the entry's batch
+    fields: Mapping[str, object]
 
     @property
     def at_ms(self) -> int:
         return int(self.entry_id.split("-", 1)[0])
 
     def as_dict(self) -> dict[str, Any]:
-        """The log's JSON fields (numbers as numbers, no retry: None) and the entry's id."""
+        """The log's JSON fields (numbers as numbers, no retry: None) and the event's id."""
         f = self.fields
         retry = f.get("retry_in_ms", "")
         return {
-            "id": self.entry_id,
+            "id": f"{self.entry_id}.{self.index}",
             "queue": self.queue,
             **{name: f.get(name, "") for name in STREAM_FIELDS},
             "attempt": _number(f.get("attempt"), int),
             "max_attempts": _number(f.get("max_attempts"), int),
             "duration_ms": _number(f.get("duration_ms"), float),
-            "retry_in_ms": _number(retry, int) if retry else None,
+            "retry_in_ms": _number(retry, int) if retry not in ("", None) else None,
         }
 
 
-def _number(text: str | None, kind: type[int] | type[float]) -> int | float:
+def _entry_events(queue: str, entry_id: str, entry: Mapping[str, str]) -> list[JobEvent]:
+    """The events of one stream entry ([] for an entry that is not ours: shown nothing)."""
     try:
-        return kind(text or 0)
-    except ValueError:  # an entry written by hand: shown, not a crash
+        names = entry["fields"].split(",")
+        batch = json.loads(entry["events"])
+        return [
+            JobEvent(queue, entry_id, n, dict(zip(names, values))) for n, values in enumerate(batch)
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return []
+
+
+def _number(value: object, kind: type[int] | type[float]) -> int | float:
+    try:
+        return kind(value or 0)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # an entry written by hand: shown, not a crash
         return 0
 
 
@@ -222,9 +241,9 @@ def read(
         replies = client.xread(ids, count=count, block=block_ms) or []
     for key, entries in replies:
         queue = streams[key if isinstance(key, str) else key.decode()]
-        for entry_id, fields in entries:
+        for entry_id, entry in entries:
             cursors[queue] = entry_id
-            yield JobEvent(queue, entry_id, fields)
+            yield from _entry_events(queue, entry_id, entry)
 
 
 def failure_traceback(error: str) -> str:

@@ -101,11 +101,10 @@ def test_an_operators_action_is_an_event(echomq, tmp_path):
 
 
 def test_the_stream_is_capped(echomq):
+    """One entry per flush, about ``kept`` entries kept (trimmed in whole nodes)."""
     jobs: Jobs = conf.get_jobs()
     log = events.EventLog(kept=100)
     for n in range(1000):
-        log.add(
-            "default", [("x" if name == "outcome" else str(n)) for name in events.STREAM_FIELDS]
-        )
-    jobs.connector.run_many(log.take())
+        log.add("default", ["x" if name == "outcome" else str(n) for name in events.STREAM_FIELDS])
+        jobs.connector.run_many(log.take())
     assert 100 <= jobs.connector.client.xlen(QueueKeys.of("default").events) < 300
