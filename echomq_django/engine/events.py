@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -132,16 +132,16 @@ class EventLog:
 
     def __init__(self, kept: int = EVENTS_KEPT) -> None:
         self.kept = kept
-        self._lock = threading.Lock()
-        self._waiting: dict[str, list[Sequence[object]]] = {}  # queue -> events, in order
+        # (queue, values) in order. deque.append and popleft are atomic: adding (once per
+        # job, on the hot path) takes no lock, and take() loses no event added meanwhile.
+        self._waiting: deque[tuple[str, Sequence[object]]] = deque()
         self.since = 0.0  # monotonic time of the oldest event waiting (0: none)
 
     def add(self, queue: str, values: Sequence[object]) -> None:
         """One event: its values in STREAM_FIELDS order."""
-        with self._lock:
-            if not self._waiting:
-                self.since = time.monotonic()
-            self._waiting.setdefault(queue, []).append(values)
+        if not self.since:
+            self.since = time.monotonic()
+        self._waiting.append((queue, values))
 
     def due(self, now: float) -> bool:
         """An event has waited EVENTS_AGE_S for a round trip: send it on its own."""
@@ -149,15 +149,19 @@ class EventLog:
 
     def take(self) -> list[Call]:
         """The waiting events as script calls (one per queue and entry), emptied."""
-        with self._lock:
-            waiting, self._waiting, self.since = self._waiting, {}, 0.0
+        self.since = 0.0
+        by_queue: dict[str, list[Sequence[object]]] = {}
+        waiting = self._waiting
+        for _ in range(len(waiting)):
+            queue, values = waiting.popleft()
+            by_queue.setdefault(queue, []).append(values)
         return [
             Call(
                 script.load("events"),
                 [QueueKeys.of(queue).events],
                 [self.kept, _NAMES, json.dumps(batch[i : i + EVENTS_PER_ENTRY])],
             )
-            for queue, batch in waiting.items()
+            for queue, batch in by_queue.items()
             for i in range(0, len(batch), EVENTS_PER_ENTRY)
         ]
 

@@ -119,6 +119,7 @@ class _Lease:
     solo: bool = False  # it was running when a worker died: it runs alone (reap.lua)
     server_us: int = 0  # the server's clock at the claim (µs), read at monotonic `claimed_at`
     stamped: bool = False  # the server holds this run's start time
+    announced: bool = False  # its "started" event is out (a run past STAMP_AFTER_S)
     started: float = 0.0
     elapsed_ms: float = 0.0  # how long the handler ran
     finishing: bool = False  # the outcome is on its way: a refused extend means nothing
@@ -699,7 +700,6 @@ class Worker:
     def _process(self, lease: _Lease, slot: int) -> None:
         lease.begin_run(self.id)  # now: marking it may have taken a round trip
         lease.slot = slot
-        self._log_job(lease, "", logging.DEBUG, outcome="started")
         try:
             outcome = self._runner.run(
                 slot, lease.key, lease.claimed, lease.solo, self._time_limit(lease)
@@ -957,6 +957,25 @@ class Worker:
             events=self.events,
         )
 
+    def _announce_runs(self, now: float) -> None:
+        """A run that lasts: its start is an event, seen by the heartbeat (no log line: one
+        per outcome). A run shorter than STAMP_AFTER_S has none: its outcome's event, with
+        its duration, says it ran, and the hot path adds one event per job, not two."""
+        with self._lock:
+            due = [
+                lease
+                for lease in self._running
+                if not lease.announced and lease.started and now - lease.started >= STAMP_AFTER_S
+            ]
+            for lease in due:
+                lease.announced = True
+        for lease in due:
+            claimed, job = lease.claimed, lease.claimed.job
+            attempt = claimed.token - (job.refunds if job else 0)
+            most = job.max_attempts if job else 0
+            values = ("started", claimed.id, lease.task, attempt, most, 0, self.id, "", "", "")
+            self.events.add(claimed.queue, values)
+
     def _send_events(self) -> None:
         """The job events no completion carried, in a round trip of their own (heartbeat,
         shutdown). Lost with the server: a log for watching, not a record to keep."""
@@ -984,6 +1003,7 @@ class Worker:
                 retry_soon = True
             if self._flush_due(now):
                 self._flush(patient=False)  # results of short jobs wait on no slow one
+            self._announce_runs(now)
             if self.events.due(now):
                 self._send_events()
             watch_in = self._runner.watch(now)
@@ -1071,6 +1091,8 @@ class Worker:
                 due.append(self._outbox_since + FLUSH_AGE_S)
             if self.events.since:
                 due.append(self.events.since + EVENTS_AGE_S)
+            if self._running:  # runs past STAMP_AFTER_S are announced within about this
+                due.append(now + EVENTS_AGE_S)
         return max(0.005, min(due) - now)
 
     def _give_back_stuck(self, now: float) -> None:
