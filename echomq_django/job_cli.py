@@ -6,6 +6,9 @@
     echomq workers                                   live workers, each running job and for how long
     echomq retry JOB_ID [--queue QUEUE]              one dead job back to pending
 
+Every action on one job (these and ``cancel``, ``run-now``, ``delete``) is also an event
+of its queue, which ``echomq tail`` shows beside the workers' events.
+
 Reads are bounded: ``jobs`` reads pages of the place's sorted set (never the whole
 set) and, with ``--task``, looks at most ``task_filter.SCAN_MAX`` jobs for matches; ``workers``
 reads one row per running job. Times are the server's clock, in UTC.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import socket
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +27,7 @@ from rich.console import Group
 from rich.table import Table
 
 from . import conf, task_filter
+from .engine import events
 from .engine.jobs import PAGE_MAX, Job, Jobs
 from .engine.keyspace import STATES
 from .engine.nodes import server_time_us
@@ -191,6 +196,15 @@ def workers_view(workers: Sequence[dict[str, Any]], now: float) -> Group:
     return Group(table, running) if running.row_count else Group(table)
 
 
+def record(job: Job, outcome: str) -> None:
+    """The operator's action as an event of the job's queue (``echomq tail`` shows it)."""
+    events.record(
+        conf.get_connector(), job.queue, outcome=outcome, job_id=job.id, task=job.task,
+        attempt=job.counted_attempts, max_attempts=job.max_attempts,
+        worker=f"cli@{socket.gethostname()}", detail="from the command line",
+    )  # fmt: skip
+
+
 # -- retry --------------------------------------------------------------------------------
 
 
@@ -201,6 +215,7 @@ def do_retry(command: Any, job: Job, as_json: bool) -> None:
     sweep = conf.get_jobs().retry_dead(job.queue, [job.id])
     if not sweep.moved:  # it left dead in between (retried, trimmed, deleted)
         raise CommandError(f"job {job.id} is no longer dead: nothing was retried")
+    record(job, "requeued")
     if as_json:
         command.emit_json({"id": job.id, "queue": job.queue, "outcome": "pending"})
     else:

@@ -37,6 +37,8 @@ CLIENT_COMMANDS = (
     "time", "hmget",
     # the worker registry: heartbeat (hset, pexpire, zadd), list (zrange, hgetall), leave
     "hset", "pexpire", "zrange", "zrem", "del",
+    # echomq tail: the queues' job event streams (the workers write them in a script)
+    "xread",
     # start-up banners and deploy checks (persistence, maxmemory-policy), echomq ping
     "info", "ping", "script|exists",
 )  # fmt: skip

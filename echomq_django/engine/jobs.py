@@ -213,11 +213,17 @@ class Jobs(QueueRegistry, Reads, Sweeps):
         return reply
 
     def complete_many(
-        self, items: Sequence[tuple[str, str, int, str]], *, ran_us: Sequence[int] | None = None
+        self,
+        items: Sequence[tuple[str, str, int, str]],
+        *,
+        ran_us: Sequence[int] | None = None,
+        riders: Sequence[Call] = (),
     ) -> list[int | Exception]:
         """Complete many jobs (queue, id, token, result) in one round trip.
 
         ``ran_us[i]``: how long ago job i's run began (see ``complete``; default -1).
+        ``riders``: other script calls sent in the same round trip, their replies
+        dropped (the worker's job events, engine/events.py).
 
         One script call per queue (per BATCH_MAX jobs) retires them all. Each
         entry of the reply, in order, is finished_at (µs) or the job's typed error
@@ -238,7 +244,7 @@ class Jobs(QueueRegistry, Reads, Sweeps):
         ]
         calls = [self._complete_call([held[n] for n in batch]) for batch in batches]
         replies: list[int | Exception] = [0] * len(held)
-        for batch, reply in zip(batches, self.connector.run_many(calls)):
+        for batch, reply in zip(batches, self.connector.run_many([*calls, *riders])):
             for n, value in zip(batch, per_job(reply, len(batch), int)):
                 replies[n] = value
         return replies

@@ -177,6 +177,11 @@ class QueueKeys:
         return self.base + "schedule:" + validate_schedule_name(name)
 
     @property
+    def events(self) -> str:
+        """STREAM of job events, capped (``echomq tail``; engine/events.py)."""
+        return self.base + "events"
+
+    @property
     def limits(self) -> str:
         """HASH of the queue's flow-control gates: name -> spec (engine/limits.py)."""
         return self.base + "limits"

@@ -90,10 +90,12 @@ def setup_logging(verbosity: int) -> None:
                 framework.setLevel(logging.WARNING)
 
 
-def on_stop_signals(stop: Callable[[], None], logger: logging.Logger) -> None:
+def on_stop_signals(stop: Callable[[], None], logger: logging.Logger, waits: str = "") -> None:
     """SIGTERM/SIGINT: the first calls ``stop`` (graceful), a second exits at once.
 
-    Exiting at once leaves held jobs active; the reaper returns them after their lease.
+    ``waits`` says what a graceful stop waits for, and how long (the line an operator
+    reads after Ctrl-C). Exiting at once leaves held jobs active; the reaper returns
+    them after their lease.
     """
 
     stopping = False
@@ -105,7 +107,11 @@ def on_stop_signals(stop: Callable[[], None], logger: logging.Logger) -> None:
             logger.warning("%s again: exiting now; the reaper will return held jobs", name)
             os._exit(128 + signum)
         stopping = True
-        logger.warning("%s: stopping gracefully (send it again to exit at once)", name)
+        logger.warning(
+            "%s: stopping%s; send it again (Ctrl-C) to exit at once",
+            name,
+            f": {waits}" if waits else "",
+        )
         stop()
 
     signal.signal(signal.SIGTERM, handle)

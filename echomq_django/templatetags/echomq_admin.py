@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from datetime import datetime
 
 from django import template
@@ -39,3 +41,10 @@ def last_line(text: str) -> str:
     """The last non-blank line of a traceback: the exception and its message."""
     lines = [line for line in str(text or "").splitlines() if line.strip()]
     return lines[-1].strip() if lines else ""
+
+
+@register.filter
+def tally(items: Iterable[str]) -> list[tuple[str, int]]:
+    """Each distinct item once, first seen first, with how often it came: a job's workers
+    are one per attempt, and three attempts on one worker read as that worker ×3."""
+    return list(Counter(items).items())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib import messages
@@ -20,6 +20,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
+from echomq_django import conf
 from echomq_django.compat import TaskResult, TaskResultDoesNotExist, TaskResultStatus, task_backends
 from echomq_django.exceptions import PayloadError
 
@@ -80,6 +81,19 @@ def lookup(result_id: str) -> TaskResult:
         raise Http404(f"no task result {result_id!r}") from exc
 
 
+def place(result: TaskResult) -> dict[str, Any]:
+    """The job's place in its queue, in the admin's words (READY is either pending or
+    scheduled), and when a scheduled one is due: a retry's backoff has an end time."""
+    job = conf.get_jobs().find([result.task.queue_name], result.id)
+    if job is None:
+        return {"place": None, "next_run_at": None}
+    due = job.due_ms if job.state == "scheduled" and job.due_ms else None
+    return {
+        "place": job.state,
+        "next_run_at": datetime.fromtimestamp(due / 1000, UTC).isoformat() if due else None,
+    }
+
+
 @require_GET
 def status(request: HttpRequest, result_id: str) -> HttpResponse:
     return render(request, "demo/status.html", {"result": as_dict(lookup(result_id))})
@@ -103,6 +117,7 @@ def as_dict(result: TaskResult) -> dict[str, Any]:
         "priority": result.task.priority,
         "run_after": when(result.task.run_after),
         "status": result.status.value,
+        **place(result),
         "is_finished": result.is_finished,
         "attempts": result.attempts,
         "worker_ids": result.worker_ids,

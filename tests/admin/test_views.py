@@ -172,6 +172,17 @@ def test_a_retried_dead_job_counts_its_attempts_afresh(jobs, superuser):
     assert (row.attempts, row.max_attempts) == (1, 2)
 
 
+def test_job_detail_names_each_worker_once_with_its_runs(jobs, superuser):
+    """Three attempts on one worker read as that worker x3, not its id three times."""
+    job_id = jobs.enqueue("emails", seed.new_job(max_attempts=5)).id
+    for _ in range(3):
+        claim = jobs.claim("emails", "worker-9", count=1, lease_ms=60_000, start_now=1)
+        jobs.retry("emails", job_id, claim.jobs[0].token, error=seed.ERROR,
+                   summary=seed.SUMMARY, backoff_ms=0)  # fmt: skip
+    page = superuser.get(job_url("emails", job_id)).content.decode()
+    assert page.count(">worker-9</code>") == 1 and "×3" in page
+
+
 def test_job_detail_shows_the_result(jobs, superuser):
     (job_id,) = seed.completed(jobs, "emails")
     page = superuser.get(job_url("emails", job_id)).content.decode()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.urls import reverse
 
@@ -24,13 +26,29 @@ def test_form_enqueues_and_the_status_page_follows_the_task(client, jobs):
     page = client.get(response.url)
     assert page.status_code == 200 and b"project.demo.tasks.send_welcome" in page.content
     status_url = reverse("demo:status_json", args=[result_id])
-    assert client.get(status_url).json()["status"] == "READY"
+    waiting = client.get(status_url).json()
+    assert (waiting["status"], waiting["place"], waiting["next_run_at"]) == (
+        "READY",
+        "pending",
+        None,
+    )
 
     run_worker(jobs)
     data = client.get(status_url).json()
     assert data["status"] == "SUCCESSFUL" and data["is_finished"]
     assert data["return_value"] == "welcome mail queued for ada@example.com"
     assert data["attempts"] == 1 and data["errors"] == []
+
+
+def test_the_status_page_says_the_admins_place_and_when_a_scheduled_job_runs(client, jobs):
+    response = client.post(reverse("demo:index"), {"action": "scheduled"})
+    data = client.get(
+        reverse("demo:status_json", args=[response.url.rstrip("/").rsplit("/", 1)[-1]])
+    ).json()
+    assert (data["status"], data["place"]) == ("READY", "scheduled")
+    assert data["next_run_at"][:19] == data["run_after"][:19]  # due at its run-after time
+    page = client.get(response.url).content.decode()
+    assert 'in the queue: <span data-field="place">scheduled</span>' in page
 
 
 def test_an_invalid_form_enqueues_nothing(client, jobs):
@@ -90,3 +108,12 @@ def test_the_status_page_links_to_the_job_in_the_admin(client, jobs):
     result_id = response.url.rstrip("/").rsplit("/", 1)[-1]
     admin_url = reverse("admin:echomq_job", kwargs={"queue": "default", "job_id": result_id})
     assert admin_url.encode() in client.get(response.url).content
+
+
+def test_the_pages_cli_hints_run_with_the_venvs_python(client):
+    """A new user copies the hint into a terminal where ``python`` is not the venv's."""
+    home = (
+        Path(__file__).parents[2] / "project" / "templates" / "home.html"
+    )  # not in these settings
+    for page in (home.read_text(), client.get(reverse("demo:index")).content.decode()):
+        assert ".venv/bin/python manage.py" in page and "<code>python manage.py" not in page

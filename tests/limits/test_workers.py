@@ -34,22 +34,22 @@ def events(log: Path) -> list[dict]:
 def test_a_rate_limit_holds_across_four_workers_of_eight_threads(
     valkey_jobs, valkey_url, spawn, tmp_path
 ):
-    """160 jobs at 20/s (burst 1): no 1 s window of start times holds more than 21
-    starts, and the run lasts what the limit implies (159 intervals of 50 ms = 7.95 s).
-    On the engine before flow control, 32 threads start the 160 jobs within a second."""
-    log, n = tmp_path / "runs.jsonl", 160
+    """500 jobs at 20/s (burst 1), as the issue asks: no 1 s window of start times holds
+    more than 21 starts, and the run lasts what the limit implies (499 intervals of 50 ms
+    = 24.95 s). On the engine before flow control, 32 threads start them within seconds."""
+    log, n = tmp_path / "runs.jsonl", 500
     enqueue(valkey_jobs, n, RateLimit.parse("20/s").gate("t.limited"), log)
     for i in range(4):
         spawn("worker", valkey_url, Q, "--name", f"w{i}", "--concurrency", "8")
-    wait_until(lambda: valkey_jobs.stats(Q).counts["completed"] == n, timeout=40)
+    wait_until(lambda: valkey_jobs.stats(Q).counts["completed"] == n, timeout=90)
     starts = sorted(e["t"] for e in events(log) if e["event"] == "start")
     assert len(starts) == n
-    most = max(sum(1 for t in starts[i:] if t < s + 1.0) for i, s in enumerate(starts))
+    most = max(sum(1 for t in starts[i : i + 40] if t < s + 1.0) for i, s in enumerate(starts))
     assert most <= 20 + 1, f"{most} starts within one second"
     span = starts[-1] - starts[0]
-    # Tokens are spent on the server clock: the last start is at least 7.95 s after the
+    # Tokens are spent on the server clock: the last start is at least 24.95 s after the
     # first (less the spread of the workers' start latencies), and not much later.
-    assert 7.5 <= span <= 7.95 * 1.5, span
+    assert 24.5 <= span <= 24.95 * 1.5, span
     assert len({e["pid"] for e in events(log)}) > 1  # the limit held across processes
 
 

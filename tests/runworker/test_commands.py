@@ -92,6 +92,8 @@ def test_a_second_signal_exits_at_once_and_leaves_the_job_to_the_reaper(
     worker.send(signal.SIGINT)
     assert worker.wait(5) == 128 + signal.SIGINT, worker.log()
     assert django_jobs.get("slow", result.id).state == "active"
+    # The first Ctrl-C's line says what a graceful stop waits for, and how long.
+    assert "running ones get up to 30s to finish; send it again (Ctrl-C)" in worker.log()
 
 
 def test_runreaper_once_sweeps_configured_and_discovered_queues(django_jobs):

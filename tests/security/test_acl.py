@@ -68,6 +68,11 @@ def acl_db3(server, make_acl_server, settings):
 def test_worker_reaper_admin_and_cli_run_as_the_minimal_user_on_db_3(acl_db3, admin_client):
     acl, url = acl_db3
     jobs = conf.get_jobs()
+    tail = manage_py(
+        "echomq", "tail", "--json", url=url, settings=WORKER_SETTINGS, wait=False,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert "following" in tail.stderr.readline()  # its start is set: it sees the jobs below
     done = echo.enqueue("hello")
     failed = fail.using(queue_name="default").enqueue("for the dead list")
     lost = jobs.enqueue("emails", NewJob(payload="{}", lease_ms=1))
@@ -87,6 +92,10 @@ def test_worker_reaper_admin_and_cli_run_as_the_minimal_user_on_db_3(acl_db3, ad
         worker.send_signal(signal.SIGTERM)
         _, stderr = worker.communicate(timeout=30)
     assert worker.returncode == 0, stderr
+    tail.send_signal(signal.SIGTERM)
+    tail_out, tail_err = tail.communicate(timeout=30)
+    assert tail.returncode == 0, tail_err
+    assert done.id in tail_out  # the workers' events, read as the minimal user
 
     assert admin_client.get("/admin/echomq/").status_code == 200
     assert admin_client.get("/admin/echomq/queues/default/dead/").status_code == 200

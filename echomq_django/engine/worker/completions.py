@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..errors import ServerUnavailable, StaleToken
+from ..events import EventLog
 from ..jobs import BATCH_MAX, Jobs
 from ..outage import Outage
 from .lease import Lease
@@ -38,8 +39,10 @@ class Completions:
         *,
         give_up: threading.Event,
         on_due: Callable[[], None],
+        events: EventLog,
     ) -> None:
         self._jobs = jobs
+        self._events = events  # job events ride with each batch: no round trip of their own
         self._ledger = ledger
         self._tally = tally
         self._outage = outage
@@ -102,7 +105,8 @@ class Completions:
         ran_us = [le.ran_us() for le, _ in batch]
 
         def send() -> Sequence[object]:
-            return self._jobs.complete_many(items, ran_us=ran_us)
+            riders = self._events.take()  # the events so far (none of this batch's yet)
+            return self._jobs.complete_many(items, ran_us=ran_us, riders=riders)
 
         try:
             if patient:

@@ -55,10 +55,9 @@ class Endings:
     def fail(self, lease: Lease, failure: Failure) -> None:
         lease.finishing = True
         claimed = lease.claimed
-        used = claimed.token - (claimed.job.refunds if claimed.job else 0)
         backoff = failure.backoff_ms
         if backoff is None:
-            backoff = self._retry_policy.backoff_ms(used)
+            backoff = self._retry_policy.backoff_ms(lease.attempt)
         try:
             outcome = self._outage.call(
                 "retry",

@@ -22,7 +22,7 @@ from .children import Key
 from .completions import Completions
 from .endings import Endings
 from .heartbeat import Alarm
-from .lease import CANCEL_CHECK_S, Lease
+from .lease import CANCEL_CHECK_S, STAMP_AFTER_S, Lease
 from .ledger import Ledger
 from .running import Crashed, Runner, stopped_failure
 
@@ -78,8 +78,11 @@ class Executors:
             lease = self._ledger.take(self._idle)
             if lease is None:
                 return
-            # A running job is checked every second: the renewal is how a cancel reaches it.
-            self._alarm.renew_by(lease.renewed_at + CANCEL_CHECK_S)
+            # A running job is checked every second (the renewal is how a cancel reaches
+            # it), and stamped once it has run STAMP_AFTER_S: the heartbeat looks then.
+            # (A wake only when that is sooner than the alarm: at most one per STAMP_AFTER_S.)
+            self._alarm.renew_by(min(lease.renewed_at + CANCEL_CHECK_S,
+                                     time.monotonic() + STAMP_AFTER_S), wake=True)  # fmt: skip
             try:
                 if self._stopping.is_set() or not self._mark_started(lease):
                     self._endings.release(lease)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..errors import EchoMQError, ServerUnavailable
+from ..events import EventLog
 from ..jobs import Claim, Claimed, Jobs
 from ..outage import Outage
 from .heartbeat import Alarm
@@ -45,8 +46,10 @@ class Fetcher:
         max_jobs: int | None,
         stopping: threading.Event,
         on_fatal: Callable[[str], None],
+        events: EventLog,
     ) -> None:
         self._jobs = jobs
+        self._events = events
         self._ledger = ledger
         self._idle = idle
         self._alarm = alarm
@@ -161,6 +164,7 @@ class Fetcher:
                 armed_at_claim=c.job is not None and c.job.started,
                 solo=c.job is not None and c.job.solo,
                 server_us=claim.now_ms * 1000,
+                events=self._events,
             )
             for c in claim.jobs
         ]

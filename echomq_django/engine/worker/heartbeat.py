@@ -21,19 +21,19 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..errors import Cancelled, CancelRequested, ServerUnavailable, StaleToken
+from ..errors import Cancelled, CancelRequested, EchoMQError, ServerUnavailable, StaleToken
+from ..events import EVENTS_AGE_S, EventLog
 from ..jobs import Jobs
 from ..outage import Outage
 from .completions import Completions
 from .endings import Endings
-from .lease import Lease
+from .lease import STAMP_AFTER_S, Lease
 from .ledger import Ledger
 from .running import Runner
 from .stats import Tally
 
 logger = logging.getLogger("echomq.worker")
 
-STAMP_AFTER_S = 0.05  # a run still going after this long gets its start time stamped
 GIVE_BACK_CHECK_S = 0.05  # how often the heartbeat looks for stuck read-ahead jobs
 
 
@@ -83,8 +83,12 @@ class Heartbeat:
         registry: Callable[[], None],
         registry_interval_s: float,
         watchdog: Callable[[float], None],
+        events: EventLog,
+        worker_id: str,
     ) -> None:
         self._jobs = jobs
+        self._events = events
+        self._worker_id = worker_id
         self._ledger = ledger
         self._runner = runner
         self._completions = completions
@@ -107,6 +111,7 @@ class Heartbeat:
         self._done.set()
         self._alarm.wake_up.set()
         self._thread.join(5)
+        self._send_events()  # the last ones no completion carried
 
     def _loop(self) -> None:
         next_registry = 0.0
@@ -119,6 +124,8 @@ class Heartbeat:
                 retry_soon = True
             if self._completions.is_due(now):
                 self._completions.flush(patient=False)  # short jobs' results wait on no slow one
+            if self._events.due(now):
+                self._send_events()
             watch_in = self._runner.watch(now)
             self._give_back_stuck(now)
             if now >= next_registry:
@@ -179,14 +186,28 @@ class Heartbeat:
                 logger.error("job %s: extend failed: %r", lease.claimed.id, reply)
             else:
                 lease.renewed_at = sent
-                lease.stamped = lease.stamped or us >= 0
+                if us >= 0 and not lease.stamped:  # a run that lasts: its start is an event
+                    lease.stamped = True
+                    lease.announce_start(self._worker_id)
 
     def _next_wake(self, now: float, next_registry: float) -> float:
         due = [self._alarm.renew_at(), next_registry, now + 1.0]
         flush_at = self._completions.due_at()
         if flush_at is not None:
             due.append(flush_at)
+        if self._events.since:
+            due.append(self._events.since + EVENTS_AGE_S)
         return max(0.005, min(due) - now)
+
+    def _send_events(self) -> None:
+        """The job events no completion carried, in a round trip of their own. Lost with
+        the server: a log for watching, not a record to keep."""
+        calls = self._events.take()
+        if calls:
+            try:
+                self._jobs.connector.run_many(calls)
+            except EchoMQError as exc:
+                logger.debug("job events not sent: %s", exc)
 
     def _give_back_stuck(self, now: float) -> None:
         """Release read-ahead jobs stuck behind a slow one, so another worker runs them.

@@ -11,12 +11,16 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from ..events import failure_traceback, log_job
+from ..events import EventLog, failure_traceback, log_job
 from ..jobs import Claimed
 from ..outcome import Failure
+from ..rows import counted_attempts
 from .children import Key
 
 CANCEL_CHECK_S = 1.0  # a running job's lease is renewed at least this often
+# A run still going after this long gets its start stamped on the server (and its
+# "started" event): a shorter one is stamped by its outcome, with no call of its own.
+STAMP_AFTER_S = 0.05
 
 
 @dataclass(eq=False, slots=True)
@@ -41,6 +45,7 @@ class Lease:
     abandoned: bool = False  # stuck past its time limit: failed, its slot given to a new thread
     slot: int = 0  # the executor running it
     cancelled: str = ""  # an operator's reason: the task is being stopped
+    events: EventLog | None = None  # where its job events go (the queue's stream)
     key: Key = field(init=False)  # (queue, id, token): this lease
 
     def __post_init__(self) -> None:
@@ -50,6 +55,12 @@ class Lease:
     @property
     def task(self) -> str:
         return self.claimed.job.task if self.claimed.job else "?"
+
+    @property
+    def attempt(self) -> int:
+        """This run's attempt number, as max_attempts counts (the token less refunds)."""
+        job = self.claimed.job
+        return counted_attempts(self.claimed.token, job.refunds if job else 0)
 
     def begin_run(self, worker_id: str) -> None:
         """The run starts now: the row snapshot the handler sees says so, as the server
@@ -91,16 +102,19 @@ class Lease:
         failure: Failure | None = None,
         retry_in_ms: int | None = None,
     ) -> None:
-        """Its event line (engine/events.py). A failure's traceback goes with it unless
-        the Django layer ended the task (``retry`` False): its logger printed it then."""
+        """Its event line (engine/events.py), and the event for the queue's stream. A
+        failure's traceback goes with it unless the Django layer ended the task (``retry``
+        False): its logger printed it then. An operator's cancel ends it "cancelled"."""
         claimed = self.claimed
         job = claimed.job
+        if outcome == "dead" and self.cancelled:
+            outcome = "cancelled"
         log_job(
             level,
             job_id=claimed.id,
             task=self.task,
             queue=claimed.queue,
-            attempt=claimed.token - (job.refunds if job else 0),
+            attempt=self.attempt,
             max_attempts=job.max_attempts if job else 0,
             duration_ms=self.elapsed_ms,
             outcome=outcome,
@@ -109,4 +123,16 @@ class Lease:
             retry_in_ms=retry_in_ms,
             detail=what,
             traceback=failure_traceback(failure.error) if failure and failure.retry else "",
+            events=self.events,
         )
+
+    def announce_start(self, worker_id: str) -> None:
+        """Its "started" event: only for a run that lasts (the heartbeat stamps its start).
+        A shorter run has none: its outcome's event, with its duration, says it ran, and
+        the hot path adds one event per job, not two."""
+        if self.events is None:
+            return
+        claimed, job = self.claimed, self.claimed.job
+        most = job.max_attempts if job else 0
+        values = ("started", claimed.id, self.task, self.attempt, most, 0, worker_id, "", "", "")
+        self.events.add(claimed.queue, values)

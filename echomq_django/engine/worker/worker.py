@@ -25,6 +25,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from ..events import EventLog
 from ..jobs import DEFAULT_CRASH_BUDGET, DEFAULT_LEASE_MS, Jobs
 from ..keyspace import QueueKeys, validate_worker_id
 from ..outage import Outage
@@ -125,11 +126,12 @@ class Worker:
             initializer=child_initializer,
         )
         self._ledger = Ledger(self.slots, can_isolate=self._runner.can_isolate)
+        events = EventLog()  # job events for the queues' streams (``echomq tail``)
         alarm = Alarm()
         self._idle = IdleWait(jobs, self.queues, idle_block_s, self._stopping)
         self._completions = Completions(
             jobs, self._ledger, self._tally, outage, self.id,
-            give_up=self._give_up, on_due=alarm.wake_up.set,
+            give_up=self._give_up, on_due=alarm.wake_up.set, events=events,
         )  # fmt: skip
         self._endings = Endings(
             jobs, self._ledger, self._tally, outage, self.id,
@@ -144,11 +146,13 @@ class Worker:
             jobs, self._ledger, self._runner, self._completions, self._endings, alarm,
             self._tally, outage, stopping=self._stopping, registry=self._beat_registry,
             registry_interval_s=registry_interval_s, watchdog=self._idle.watchdog,
+            events=events, worker_id=self.id,
         )  # fmt: skip
         self._fetcher = Fetcher(
             jobs, self._ledger, self._idle, alarm, self._tally, outage, self.id,
             queues=self.queues, lease_ms=lease_ms, isolated=bool(processes), burst=burst,
             max_jobs=max_jobs, stopping=self._stopping, on_fatal=self._fail_fatally,
+            events=events,
         )  # fmt: skip
 
     def run(self) -> WorkerStats:

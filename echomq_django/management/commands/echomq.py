@@ -9,10 +9,12 @@
     echomq ping [--count N]                         server version, round trip, script cache
     echomq jobs QUEUE STATE [--task T] [--limit N]  a place's jobs (see job_cli.py)
     echomq workers                                  live workers and the jobs they run
+    echomq tail [--queue Q] [--task T] [--since S]  job events live, from every worker
     echomq cancel|run-now|delete|retry JOB_ID       one job (retry: a dead one back to pending)
     echomq schedules [ACTION NAME]                  periodic schedules (see schedule_cli.py)
 
-Every subcommand takes ``--json``: one JSON document on stdout, nothing else.
+Every subcommand takes ``--json``: one JSON document on stdout, nothing else
+(``tail``: one JSON object per line, per event).
 Data is printed as data: nothing is read as rich markup or emoji codes, and
 control characters (an ESC in an exception message) are shown escaped.
 A bad queue name or job id, an unknown job, an unreachable server: a
@@ -37,7 +39,7 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from echomq_django import conf, job_cli, outbox, schedule_cli
+from echomq_django import conf, job_cli, outbox, schedule_cli, tail_cli
 from echomq_django.cli_views import (
     job_errors,
     job_tracebacks,
@@ -87,7 +89,7 @@ def _locate(jobs: Any, job_id: str, queue: str | None) -> Any:
 class Command(BaseCommand):
     help = (
         "Inspect and operate EchoMQ queues: stats, inspect, jobs, cancel, run-now, delete, retry, "
-        "retry-dead, purge, ping, workers, schedules."
+        "retry-dead, purge, ping, workers, tail, schedules."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -145,6 +147,7 @@ class Command(BaseCommand):
 
         job_cli.add_jobs_arguments(add("jobs", "a queue's jobs in one state, filtered by task"))
         add("workers", "live workers, the jobs each runs and for how long")
+        tail_cli.add_arguments(add("tail", "follow job events live, from every worker"))
         schedule_cli.add_arguments(
             add("schedules", "periodic schedules: list, run-now, pause, resume, remove NAME")
         )
@@ -234,6 +237,7 @@ class Command(BaseCommand):
         jobs = conf.get_jobs()
         job = _locate(jobs, job_id, queue)
         outcome = jobs.cancel(job.queue, job_id, "cancelled from the command line")
+        job_cli.record(job, "cancelled" if outcome == "dead" else "cancelling")
         said = {
             "dead": "cancelled: moved to dead (it can still be retried)",
             "cancelling": "running: its worker stops it within about a second, then it is dead",
@@ -244,12 +248,14 @@ class Command(BaseCommand):
         jobs = conf.get_jobs()
         job = _locate(jobs, job_id, queue)
         jobs.run_now(job.queue, job_id)
+        job_cli.record(job, "run_now")
         self._report(job_id, job.queue, "pending", "moved to pending: it runs next", as_json)
 
     def do_delete(self, job_id: str, queue: str | None, as_json: bool, **_: Any) -> None:
         jobs = conf.get_jobs()
         job = _locate(jobs, job_id, queue)
         was = jobs.delete(job.queue, job_id)
+        job_cli.record(job, "deleted")
         self._report(job_id, job.queue, "deleted", f"deleted (it was {was})", as_json)
 
     def do_retry(self, job_id: str, queue: str | None, as_json: bool, **_: Any) -> None:
@@ -362,6 +368,16 @@ class Command(BaseCommand):
 
     def do_workers(self, as_json: bool, **_: Any) -> None:
         job_cli.do_workers(self, as_json)
+
+    def do_tail(
+        self,
+        queues: Sequence[str] | None,
+        tasks: Sequence[str] | None,
+        since: float | None,
+        as_json: bool,
+        **_: Any,
+    ) -> None:
+        tail_cli.handle(self, queues, tasks, since, as_json)
 
     # -- schedules -----------------------------------------------------------------------
 

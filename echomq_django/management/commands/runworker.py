@@ -171,7 +171,8 @@ class Command(BaseCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        on_stop_signals(worker.stop, logger)  # first: a signal during start-up stops cleanly
+        waits = f"no new job is taken, running ones get up to {options['grace']:g}s to finish"
+        on_stop_signals(worker.stop, logger, waits)  # first: a signal during start-up stops cleanly
         logger.info(
             "worker %s on %s (%s): queues %s, %s, lease %gs%s",
             worker.id,
