@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rich.console import Group
+from rich.console import Group, JustifyMethod
 from rich.table import Table
 
 from .engine.jobs import Job, QueueStats
@@ -130,8 +130,11 @@ def limits_view(limits: dict[str, list[GateState]]) -> list[Table]:
     if not rows:
         return []
     table = Table(title="Limits (held-back jobs stay pending, counted here, not above)")
-    for name, justify in (("queue", "left"), ("limit", "left"), ("rule", "left"),
-                          ("tokens / running", "right"), ("waiting", "right")):  # fmt: skip
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("queue", "left"), ("limit", "left"), ("rule", "left"),
+        ("tokens / running", "right"), ("waiting", "right"),
+    )  # fmt: skip
+    for name, justify in columns:
         table.add_column(name, justify=justify)
     for queue, gate in rows:
         level = f"{gate.level:.1f} tokens" if gate.kind == "rate" else f"{gate.level:.0f} running"

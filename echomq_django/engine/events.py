@@ -35,10 +35,11 @@ import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from . import script
-from .connector import Call, Connector
+from .connector import Call, Connector, plain
 from .keyspace import QueueKeys
 
 logger = logging.getLogger("echomq.job")
@@ -217,8 +218,10 @@ def _entry_events(queue: str, entry_id: str, entry: Mapping[str, str]) -> list[J
 
 
 def _number(value: object, kind: type[int] | type[float]) -> int | float:
+    if not isinstance(value, (int, float, str)):
+        return 0
     try:
-        return kind(value or 0)  # type: ignore[arg-type]
+        return kind(value or 0)
     except (TypeError, ValueError):  # an entry written by hand: shown, not a crash
         return 0
 
@@ -234,15 +237,16 @@ def read(
     """
     client = connector.client
     streams = {QueueKeys.of(q).events: q for q in cursors}
+    replies: list[Any] = []
     if connector.is_cluster:
-        replies = []
         for key, queue in streams.items():
-            replies += client.xread({key: cursors[queue]}, count=count) or []
+            one: dict[Any, Any] = {key: cursors[queue]}
+            replies += plain(partial(client.xread, one, count=count)) or []
         if not replies:
             time.sleep(block_ms / 1000)
     else:
-        ids = {key: cursors[queue] for key, queue in streams.items()}
-        replies = client.xread(ids, count=count, block=block_ms) or []
+        every: dict[Any, Any] = {key: cursors[queue] for key, queue in streams.items()}
+        replies = plain(partial(client.xread, every, count=count, block=block_ms)) or []
     for key, entries in replies:
         queue = streams[key if isinstance(key, str) else key.decode()]
         for entry_id, entry in entries:

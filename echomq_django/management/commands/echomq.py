@@ -32,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TextIO, cast
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console, Group, RenderableType
@@ -94,7 +94,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
-        json_flag = argparse.ArgumentParser(add_help=False)
+        json_flag = CommandParser(add_help=False)
         json_flag.add_argument(
             "--json", dest="as_json", action="store_true", help="print one JSON document"
         )
@@ -155,7 +155,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, subcommand: str, **options: Any) -> None:
         self.stdout.ending = ""  # rich and the JSON writer end their own lines
         self.console = Console(
-            file=self.stdout,
+            file=cast(TextIO, self.stdout),  # an OutputWrapper: a TextIO by delegation
             highlight=False,
             markup=False,  # row text like "[/]" or "[link=...]" is data, never markup
             emoji=False,
@@ -339,7 +339,7 @@ class Command(BaseCommand):
         nodes = primaries(connector)
         server = nodes[0].info("server")
         rtts = []
-        for _ in range(count):
+        for _sample in range(count):
             start = time.perf_counter()
             connector.ping()
             rtts.append((time.perf_counter() - start) * 1000)
