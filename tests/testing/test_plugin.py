@@ -40,6 +40,7 @@ def run_user_suite(
         [sys.executable, "-m", "pytest", "-p", "pytest_django.plugin",
          "-p", "echomq_django.testing.plugin",
          "-p", "no:cacheprovider", "-c", os.devnull, "--rootdir", str(PROJECT),
+         "--confcutdir", str(PROJECT),  # the user's project: none of this repo's conftests
          "-q", "shop_tests", *args],
         cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120,
         stdin=subprocess.DEVNULL, check=False,
