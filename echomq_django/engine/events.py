@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import logging
 
+from .error_record import ErrorRecord
+
 logger = logging.getLogger("echomq.job")
 
 # The fields every job event carries (the JSON log format's keys; see docs/operations.md).
@@ -85,6 +87,8 @@ def log_job(
 
 def failure_traceback(error: str) -> str:
     """The traceback text of a failure's error object ("" when it has none)."""
+    if isinstance(error, ErrorRecord):
+        return error.traceback.rstrip("\n")
     try:
         record = json.loads(error)
     except (TypeError, ValueError):
