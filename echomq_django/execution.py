@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import logging
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -60,6 +59,7 @@ from .compat import (
     task_finished,
     task_started,
 )
+from .engine.error_record import ErrorRecord
 from .engine.errors import CorruptRow, EchoMQError
 from .engine.jobs import Claimed, Job
 from .engine.worker import Failure, Outcome, Success, failure_from_exception
@@ -168,13 +168,16 @@ def call(job: Job, result: AnyTaskResult, backend: EchoMQBackend) -> Outcome:
         value = to_json(task.call(*args, **result.kwargs), conf.get_jobs().max_payload)
     except BaseException as exc:
         keep(exc)
-        result.errors.append(task_error(exc))
+        record = ErrorRecord.of(exc)  # one traceback, for the TaskResult and the row
+        result.errors.append(task_error(record))
         object.__setattr__(result, "status", TaskResultStatus.FAILED)  # what backoff() sees
         decision = retry_decision(exc, job, result, backend)
         if not decision.retry:  # a retried attempt is the worker's job event line (traceback too)
             finish(sender, result, TaskResultStatus.FAILED)  # inside except: exc_info is set
         return replace(
-            failure_from_exception(exc), retry=decision.retry, backoff_ms=decision.backoff_ms
+            failure_from_exception(exc, record),
+            retry=decision.retry,
+            backoff_ms=decision.backoff_ms,
         )
     object.__setattr__(result, "_return_value", None if value == "null" else json.loads(value))
     finish(sender, result, TaskResultStatus.SUCCESSFUL)
@@ -240,9 +243,6 @@ def keep(exc: BaseException) -> None:
         raised.append(exc)
 
 
-def task_error(exc: BaseException) -> TaskError:
-    kind = type(exc)
-    return TaskError(
-        exception_class_path=f"{kind.__module__}.{kind.__qualname__}",
-        traceback="".join(traceback.format_exception(exc)),
-    )
+def task_error(record: ErrorRecord) -> TaskError:
+    """The TaskResult's error: the very record the row keeps (storable, bounded)."""
+    return TaskError(exception_class_path=record.class_path, traceback=record.traceback)

@@ -42,6 +42,8 @@ from . import script
 from .connector import Call, Connector, plain
 from .keyspace import QueueKeys
 
+from .error_record import ErrorRecord
+
 logger = logging.getLogger("echomq.job")
 
 EVENTS_PER_ENTRY = 100  # events per stream entry (one XADD, one JSON array) at most
@@ -256,6 +258,8 @@ def read(
 
 def failure_traceback(error: str) -> str:
     """The traceback text of a failure's error object ("" when it has none)."""
+    if isinstance(error, ErrorRecord):
+        return error.traceback.rstrip("\n")
     try:
         record = json.loads(error)
     except (TypeError, ValueError):

@@ -48,7 +48,7 @@ from .bounds import (
 )
 from .connector import Call, Connector
 from .errors import InvalidJobOptions
-from .keyspace import STATES, QueueKeys, new_job_id, validate_worker_id
+from .keyspace import QueueKeys, new_job_id, validate_worker_id
 from .new_job import Enqueued, NewJob
 from .queue_registry import QueueRegistry
 from .reads import Reads
@@ -115,22 +115,23 @@ class Jobs(QueueRegistry, Reads, Sweeps):
 
     @staticmethod
     def _enqueue_call(keys: QueueKeys, jobs: Sequence[NewJob]) -> Call:
-        rows = [keys.job(job.id) for job in jobs]
         idem: list[str] = []
         args: list[Any] = [len(jobs)]
         for job in jobs:
             idem_index = 0
             if job.idempotency_key is not None:
                 digest = hashlib.sha256(job.idempotency_key.encode()).hexdigest()
-                idem.append(keys.idempotency(digest))
+                idem.append(digest)
                 idem_index = 5 + len(jobs) + len(idem)
             args += (
                 job.id, job.payload, job.task, job.priority, job.max_attempts, job.lease_ms,
                 job.due_ms, job.run_after, job.result_ttl_ms, job.dead_ttl_ms, idem_index,
                 job.timeout_ms, job.limits, job.variant,
             )  # fmt: skip
-        key_list = [keys.pending, keys.scheduled, keys.seq, keys.metrics, keys.wake, *rows, *idem]
-        return Call(script.load("enqueue"), key_list, args)
+        enqueue = script.load("enqueue")
+        return Call(
+            enqueue, enqueue.keys_for(keys, job=[job.id for job in jobs], idempotency=idem), args
+        )
 
     # -- the lease --------------------------------------------------------------
 
@@ -161,18 +162,10 @@ class Jobs(QueueRegistry, Reads, Sweeps):
         check_int(lease_ms, 1, MAX_LEASE_MS, "lease_ms")
         check_int(promote_limit, 0, SWEEP_MAX, "promote_limit")  # 0: promote nothing
         check_int(start_now, 0, 10_000, "start_now")
+        claim = script.load("claim")
         reply = self.connector.run(
-            script.load("claim"),
-            [
-                keys.pending,
-                keys.scheduled,
-                keys.active,
-                keys.seq,
-                keys.metrics,
-                keys.wake,
-                keys.dead,
-                keys.claim(claim_id),
-            ],
+            claim,
+            claim.keys_for(keys, claim=claim_id),
             [count, worker_id, lease_ms, promote_limit, start_now, int(isolated), *ROW_FIELDS],
         )
         return Claim.from_reply(queue, reply)
@@ -187,13 +180,12 @@ class Jobs(QueueRegistry, Reads, Sweeps):
         by_queue: dict[str, list[int]] = {}
         for n, (queue, _, _) in enumerate(items):
             by_queue.setdefault(QueueKeys.of(queue).queue, []).append(n)
-        calls = []
+        calls, start = [], script.load("start")
         for queue, indexes in by_queue.items():
             keys = QueueKeys.of(queue)
-            rows = [keys.job(items[n][1]) for n in indexes]
+            rows = start.keys_for(keys, job=[items[n][1] for n in indexes])
             tokens = [int(items[n][2]) for n in indexes]
-            args = [worker_id, 1 if isolated else 0, *tokens]
-            calls.append(Call(script.load("start"), [keys.active, *rows], args))
+            calls.append(Call(start, rows, [worker_id, 1 if isolated else 0, *tokens]))
         replies: list[Any] = [0] * len(items)
         for indexes, reply in zip(by_queue.values(), self.connector.run_many(calls)):
             for n, value in zip(indexes, per_job(reply, len(indexes), int)):
@@ -252,9 +244,10 @@ class Jobs(QueueRegistry, Reads, Sweeps):
     @staticmethod
     def _complete_call(items: Sequence[tuple[QueueKeys, str, int, str, int]]) -> Call:
         keys = items[0][0]
+        complete = script.load("complete")
         return Call(
-            script.load("complete"),
-            [keys.active, keys.completed, keys.metrics, *(keys.job(i[1]) for i in items)],
+            complete,
+            complete.keys_for(keys, job=[i[1] for i in items]),
             [arg for _, job_id, token, result, us in items for arg in (job_id, token, result, us)],
         )
 
@@ -278,10 +271,10 @@ class Jobs(QueueRegistry, Reads, Sweeps):
         check_int(backoff_ms, 0, MAX_DELAY_MS, "backoff_ms")
         if not isinstance(summary, str):
             raise InvalidJobOptions(f"summary must be a string, not {type(summary).__name__}")
+        retry = script.load("retry")
         reply = self.connector.run(
-            script.load("retry"),
-            [keys.active, keys.pending, keys.scheduled, keys.dead, keys.seq, keys.metrics,
-             keys.wake, keys.job(job_id)],
+            retry,
+            retry.keys_for(keys, job=job_id),
             [job_id, int(token), error, summary.splitlines()[0][:500] if summary else "",
              backoff_ms, 1 if give_up else 0, int(ran_us)],
         )  # fmt: skip
@@ -313,10 +306,9 @@ class Jobs(QueueRegistry, Reads, Sweeps):
     def _extend_call(queue: str, job_id: str, token: int, lease_ms: int, ran_us: int) -> Call:
         keys = QueueKeys.of(queue)
         check_int(lease_ms, 1, MAX_LEASE_MS, "lease_ms")
+        extend = script.load("extend")
         return Call(
-            script.load("extend"),
-            [keys.active, keys.job(job_id)],
-            [job_id, int(token), lease_ms, int(ran_us)],
+            extend, extend.keys_for(keys, job=job_id), [job_id, int(token), lease_ms, int(ran_us)]
         )
 
     def release(self, queue: str, job_id: str, token: int, *, began: bool = True) -> None:
@@ -348,9 +340,10 @@ class Jobs(QueueRegistry, Reads, Sweeps):
     @staticmethod
     def _release_call(queue: str, job_id: str, token: int, solo: bool, began: bool) -> Call:
         keys = QueueKeys.of(queue)
+        release = script.load("release")
         return Call(
-            script.load("release"),
-            [keys.active, keys.pending, keys.seq, keys.metrics, keys.wake, keys.job(job_id)],
+            release,
+            release.keys_for(keys, job=job_id),
             [job_id, int(token), 1 if solo else 0, 1 if began else 0],
         )
 
@@ -368,43 +361,31 @@ class Jobs(QueueRegistry, Reads, Sweeps):
         dead at ``crash_budget`` (see crashed.lua). ``StaleToken`` if not held."""
         keys = QueueKeys.of(queue)
         check_int(crash_budget, 1, 1_000_000, "crash_budget")
+        crashed = script.load("crashed")
         reply = self.connector.run(
-            script.load("crashed"),
-            [keys.active, keys.pending, keys.dead, keys.seq, keys.metrics, keys.wake,
-             keys.job(job_id)],
+            crashed,
+            crashed.keys_for(keys, job=job_id),
             [job_id, int(token), crash_budget, one_line(why, "why", 300), int(ran_us)],
-        )  # fmt: skip
+        )
         return RetryOutcome(reply[0], int(reply[1]))
 
     # -- operator actions on one job -----------------------------------------------
 
     def run_now(self, queue: str, job_id: str) -> None:
         keys = QueueKeys.of(queue)
-        self.connector.run(
-            script.load("run_now"),
-            [keys.pending, keys.scheduled, keys.seq, keys.wake, keys.job(job_id)],
-            [job_id],
-        )
+        run_now = script.load("run_now")
+        self.connector.run(run_now, run_now.keys_for(keys, job=job_id), [job_id])
 
     def cancel(self, queue: str, job_id: str, reason: str = "cancelled by an operator") -> str:
         """Stop the job: 'dead' at once if it waits; 'cancelling' if it runs (its worker
         stops it within about a second and sends it to dead; see cancel.lua)."""
         keys = QueueKeys.of(queue)
         one_line(reason, "reason", 200)
-        return str(
-            self.connector.run(
-                script.load("cancel"),
-                [keys.pending, keys.scheduled, keys.dead, keys.metrics, keys.job(job_id)],
-                [job_id, reason],
-            )
-        )
+        cancel = script.load("cancel")
+        return str(self.connector.run(cancel, cancel.keys_for(keys, job=job_id), [job_id, reason]))
 
     def delete(self, queue: str, job_id: str) -> str:
         """Remove the job and its row, whatever its state. Returns the state it was in."""
         keys = QueueKeys.of(queue)
-        sets = [keys.state_set(s) for s in STATES]
-        return str(
-            self.connector.run(
-                script.load("delete"), [*sets, keys.metrics, keys.job(job_id)], [job_id]
-            )
-        )
+        delete = script.load("delete")
+        return str(self.connector.run(delete, delete.keys_for(keys, job=job_id), [job_id]))

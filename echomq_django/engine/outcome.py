@@ -1,26 +1,20 @@
-"""What running a job produced: a result or a failure, and the error record a row keeps.
-
-Text from task code (exception messages, tracebacks) must always be storable: a
-lone surrogate (common from ``os.fsdecode`` file names) cannot be sent as UTF-8,
-and a 32 MiB message would make the row, and the script appending it, huge. So
-every error record is built here, once: surrogates escaped, tracebacks cut to
-``ERROR_TEXT_MAX`` characters (their head and their tail, where the raise is), the
-summary one line. The row keeps the last errors up to ``ERRORS_MAX_BYTES``
-(``append_error`` in the scripts' common include) and counts the rest.
-"""
+"""What running a job produced: a result or a failure (its error record: error_record.py)."""
 
 from __future__ import annotations
 
 import json
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .error_record import ERROR_TEXT_MAX, ErrorRecord, error_json, summary_line
 from .jobs import Claimed
 
-ERROR_TEXT_MAX = 16 * 1024  # characters of one traceback kept (head and tail)
-ERROR_HEAD = 4 * 1024
-SUMMARY_MAX = 500
+# error_json, summary_line and ERROR_TEXT_MAX are the record's (error_record.py), named
+# here too because a failure is made of them.
+__all__ = [
+    "ERROR_TEXT_MAX", "Failure", "Handler", "Outcome", "Success", "call_handler",
+    "error_json", "error_object", "failure_from_exception", "summary_line",
+]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,43 +34,18 @@ Outcome = Success | Failure
 Handler = Callable[[Claimed], Outcome]
 
 
-def storable(text: str, limit: int = ERROR_TEXT_MAX) -> str:
-    """``text`` as valid UTF-8 (lone surrogates escaped) and at most about ``limit`` long."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    if len(text) > limit:
-        head, tail = (
-            text[: min(ERROR_HEAD, limit // 4)],
-            text[-(limit - min(ERROR_HEAD, limit // 4)) :],
-        )
-        text = f"{head}\n[... {len(text) - len(head) - len(tail)} characters cut ...]\n{tail}"
-    return text
-
-
-def error_json(class_path: str, text: str) -> str:
-    """One error object as the row's ``errors`` array keeps it (always storable)."""
-    return json.dumps(
-        {"exception_class_path": storable(class_path, 500), "traceback": storable(text)}
-    )
-
-
-def summary_line(text: str) -> str:
-    lines = text.splitlines()
-    return storable(lines[0] if lines else "", SUMMARY_MAX)[:SUMMARY_MAX]
-
-
-def failure_from_exception(exc: BaseException) -> Failure:
-    """A retryable Failure carrying the exception's class path and its traceback."""
+def failure_from_exception(exc: BaseException, record: ErrorRecord | None = None) -> Failure:
+    """A retryable Failure carrying the exception's class path and its traceback
+    (``record``: the exception's record, when the caller built it already)."""
     cls = type(exc)
-    text = "".join(traceback.format_exception(exc))
     summary = summary_line(f"{cls.__name__}: {exc}" if str(exc) else cls.__name__)
-    return Failure(error_json(f"{cls.__module__}.{cls.__qualname__}", text), summary)
+    return Failure(record or ErrorRecord.of(exc), summary)
 
 
 def error_object(error: str, summary: str) -> str:
     """``error`` as one storable JSON object of bounded size (rewrapped if it is not)."""
+    if isinstance(error, ErrorRecord):  # built here: storable and bounded already
+        return error
     try:
         record = json.loads(error)
     except (TypeError, ValueError):

@@ -45,9 +45,8 @@ class Reads:
 
     def stats(self, queue: str) -> QueueStats:
         keys = QueueKeys.of(queue)
-        reply = self.connector.run(
-            script.load("stats"), [*(keys.state_set(s) for s in STATES), keys.metrics]
-        )
+        stats = script.load("stats")
+        reply = self.connector.run(stats, stats.keys_for(keys))
         counts = dict(zip(STATES, (int(n) for n in reply[1:6])))
         metrics = {k: n for k, v in pairs(reply[6]).items() if (n := counter(v)) is not None}
         return QueueStats(queue, int(reply[0]), counts, metrics)
@@ -56,7 +55,8 @@ class Reads:
         """The queue's rate limits and caps now (one read-only script): tokens or running
         count, and the jobs held back on each. Keyed caps are listed while in use."""
         check_int(most, 1, 1000, "most")
-        reply = self.connector.run(script.load("limit_stats"), [QueueKeys.of(queue).limits], [most])
+        limit_stats = script.load("limit_stats")
+        reply = self.connector.run(limit_stats, limit_stats.keys_for(QueueKeys.of(queue)), [most])
         gates = []
         for name, spec, level, waiting in reply:
             kind, _, scope = name.partition(":")
@@ -95,9 +95,10 @@ class Reads:
         keys = QueueKeys.of(queue)
         check_int(offset, 0, 2**40, "offset")
         check_int(count, 1, PAGE_MAX, "count")
+        page = script.load("page")
         reply = self.connector.run(
-            script.load("page"),
-            [keys.state_set(state)],
+            page,
+            page.keys_for(keys, state_set=state),
             [offset, count, 1 if newest_first else 0, *fields],
         )
         entries = [

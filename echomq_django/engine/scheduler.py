@@ -136,14 +136,17 @@ class Scheduler:
 
     def read(self, queue: str) -> tuple[int, list[StoredSchedule]]:
         """(server now ms, the queue's schedules in order of next fire time)."""
-        keys = QueueKeys.of(queue)
-        reply = self.connector.run(script.load("schedule_list"), [keys.schedules], [LIST_LIMIT])
+        schedule_list = script.load("schedule_list")
+        reply = self.connector.run(
+            schedule_list, schedule_list.keys_for(QueueKeys.of(queue)), [LIST_LIMIT]
+        )
         return int(reply[0]), _stored(queue, reply[1:])
 
     def read_many(self, queues: Iterable[str]) -> tuple[int | None, list[StoredSchedule]]:
         """Every schedule of ``queues`` in one round trip, and the server's clock."""
         names = [QueueKeys.of(q) for q in queues]
-        calls = [Call(script.load("schedule_list"), [k.schedules], [LIST_LIMIT]) for k in names]
+        schedule_list = script.load("schedule_list")
+        calls = [Call(schedule_list, schedule_list.keys_for(k), [LIST_LIMIT]) for k in names]
         now, found = None, []
         for keys, reply in zip(names, self.connector.run_many(calls)):
             if isinstance(reply, Exception):
@@ -181,26 +184,25 @@ class Scheduler:
                 except EchoMQError as exc:  # a key of another type planted at its hash
                     logger.error("schedule %s/%s cannot be stored: %s", queue, name, exc)
                     outcomes[f"{queue}/{name}"] = "failed"
-            keys = QueueKeys.of(queue)
+            keys, orphan = QueueKeys.of(queue), script.load("schedule_orphan")
             for stored in self.read(queue)[1]:
                 if stored.name not in mine and self.connector.run(
-                    script.load("schedule_orphan"),
-                    [keys.schedules, keys.schedule(stored.name)],
-                    [stored.name],
+                    orphan, orphan.keys_for(keys, schedule=stored.name), [stored.name]
                 ):
                     outcomes[f"{queue}/{stored.name}"] = "orphaned"
         return outcomes
 
     def _sync_one(self, schedule: Schedule) -> str:
-        keys = QueueKeys.of(schedule.queue)
+        sync = script.load("schedule_sync")
+        sync_keys = sync.keys_for(QueueKeys.of(schedule.queue), schedule=schedule.name)
         pairs = [value for item in schedule.definition().items() for value in item]
         for _ in range(SYNC_RETRIES):
             now, stored = self.read(schedule.queue)
             record = next((s for s in stored if s.name == schedule.name), None)
             after = max(now, (record and record.last_tick) or 0)
             outcome: str = self.connector.run(  # "unchanged", "retry" or the outcome
-                script.load("schedule_sync"),
-                [keys.schedules, keys.schedule(schedule.name)],
+                sync,
+                sync_keys,
                 [schedule.name, schedule.digest, schedule.timing.next_after(after), *pairs],
             )
             if outcome != "retry":
@@ -214,9 +216,8 @@ class Scheduler:
         one ``fire`` call per due schedule (pipelined). A schedule whose record cannot be
         planned is logged and left out of the wait, so it cannot spin the loop."""
         names = [QueueKeys.of(q) for q in queues]
-        reads = self.connector.run_many(
-            [Call(script.load("schedule_due"), [k.schedules], [DUE_LIMIT]) for k in names]
-        )
+        due = script.load("schedule_due")
+        reads = self.connector.run_many([Call(due, due.keys_for(k), [DUE_LIMIT]) for k in names])
         calls: list[Call] = []
         planned: list[tuple[str, str, int]] = []
         ahead: list[int] = []
@@ -260,54 +261,49 @@ class Scheduler:
         fence = int(float(score))
         grace = _int(fields.get("grace_ms")) or 0
         chosen = plan(timing, fields.get("catch_up", "latest"), grace, fence, now)
+        fire = script.load("fire")
         call = Call(
-            script.load("fire"),
-            [keys.pending, keys.scheduled, keys.seq, keys.metrics, keys.wake, keys.schedules,
-             keys.schedule(name)],
+            fire,
+            fire.keys_for(keys, schedule=name),
             [name, fence, chosen.next_ms, chosen.missed, *chosen.ticks],
-        )  # fmt: skip
+        )
         return call, chosen.missed, chosen.next_ms
 
     # -- operator actions (one script each) ---------------------------------------------
 
     def pause(self, queue: str, name: str) -> None:
-        keys = QueueKeys.of(queue)
-        self.connector.run(
-            script.load("schedule_pause"), [keys.schedules, keys.schedule(name)], [name]
-        )
+        pause = script.load("schedule_pause")
+        self.connector.run(pause, pause.keys_for(QueueKeys.of(queue), schedule=name), [name])
 
     def resume(self, queue: str, name: str) -> int:
         """Fire again from the first tick after now (and after its last tick). Returns it."""
-        keys = QueueKeys.of(queue)
-        key = keys.schedule(name)  # the name is checked before anything is read
+        resume = script.load("schedule_resume")
+        # The name is checked (keys built) before anything is read.
+        resume_keys = resume.keys_for(QueueKeys.of(queue), schedule=name)
         now, stored = self.read(queue)
         record = next((s for s in stored if s.name == name), None)
         next_ms = 0
         if record is not None:  # else the script says EMQNOTFOUND
             after = max(now, record.last_tick or 0)
             next_ms = stored_timing(record.fields).next_after(after)
-        self.connector.run(script.load("schedule_resume"), [keys.schedules, key], [name, next_ms])
+        self.connector.run(resume, resume_keys, [name, next_ms])
         return next_ms
 
     def run_now(self, queue: str, name: str) -> str:
         """Enqueue one job of the schedule now (paused or not). Returns its id."""
         keys = QueueKeys.of(queue)
         job_id = new_job_id()
+        run_now = script.load("schedule_run_now")
         reply = self.connector.run(
-            script.load("schedule_run_now"),
-            [keys.pending, keys.scheduled, keys.seq, keys.metrics, keys.wake,
-             keys.schedule(name), keys.job(job_id)],
-            [name, job_id],
-        )  # fmt: skip
+            run_now, run_now.keys_for(keys, schedule=name, job=job_id), [name, job_id]
+        )
         first: str = reply[0]  # the script's reply: {id, state}
         return first
 
     def remove(self, queue: str, name: str) -> None:
         """Delete an orphaned schedule's record (``WrongState`` if code still declares it)."""
-        keys = QueueKeys.of(queue)
-        self.connector.run(
-            script.load("schedule_remove"), [keys.schedules, keys.schedule(name)], [name]
-        )
+        remove = script.load("schedule_remove")
+        self.connector.run(remove, remove.keys_for(QueueKeys.of(queue), schedule=name), [name])
 
 
 def _stored(queue: str, flat: Sequence[Any]) -> list[StoredSchedule]:

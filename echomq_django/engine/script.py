@@ -5,23 +5,100 @@ line ``-- @include "name"``, which inlines ``scripts/includes/name.lua`` (the sa
 habit as BullMQ's ``--- @include``): Redis has no ``require``, and copy-pasting
 helpers into every script is how two copies drift apart. Likewise a script names
 a Python bound as ``${NAME}`` (``engine/bounds.py``), filled in at load.
+
+A script's header declares its KEYS once, and Python builds every call from it
+(``Signature``): ``KEYS[<n>] <name> <TYPE>`` for the fixed keys, in order, and
+``KEYS[<n> + i] <name> <TYPE>`` for a list after them (one key per item), where
+``<name>`` is a ``QueueKeys`` property (``pending``) or a one-argument method
+(``job``, ``claim``, ``schedule``, ``state_set``, ``idempotency``) and ``<TYPE>``
+one of ZSET, HASH, STRING, SET; free text may follow in parentheses. A name the
+keyspace does not know fails at load, so a header cannot drift from the calls.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
 from . import bounds
+from .keyspace import QueueKeys
 
 SCRIPTS_DIR = Path(__file__).with_name("scripts")
 _INCLUDE = re.compile(r'^--\s*@include\s+"([a-z_]+)"\s*$', re.MULTILINE)
 _BOUND = re.compile(r"\$\{([A-Z][A-Z0-9_]*)\}")
+_KEY = re.compile(
+    r"KEYS\[(?P<at>\d+)(?P<list>(?:\s*\+\s*[a-z]+)*)\]\s+(?P<name>[a-z_]+)"
+    r"\s+(?:ZSET|HASH|STRING|SET)\b"
+)
+_ARG = re.compile(r"ARGV\[(?P<at>[^\]]+)\]\s*(?P<text>.*?)(?=\s*ARGV\[|$)")
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What a script's header declares: its KEYS by name, and its ARGV.
+
+    ``keys``: the fixed KEYS in order; ``key_list``: the names of the lists of keys
+    that follow them (``job`` in ``KEYS[3 + i] job HASH``), in order. ``argv``: the
+    header's ARGV entries as (index, text), the index as written (``1``, ``7..``).
+    """
+
+    keys: tuple[str, ...] = ()
+    key_list: tuple[str, ...] = ()
+    argv: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, name: str, source: str) -> Signature:
+        """The signature in the leading comment block of ``source``; ValueError if a
+        KEYS entry does not follow the grammar, is out of order, or names no key."""
+        header = []
+        for line in source.splitlines():
+            if not line.startswith(("--", "#!")):
+                break
+            header.append(line.removeprefix("--").strip())
+        # Declarations are the lines that begin with KEYS[ or ARGV[; prose may cite them.
+        text = "\n".join(line for line in header if line.startswith("KEYS["))
+        entries = list(_KEY.finditer(text))
+        if len(entries) != text.count("KEYS["):
+            raise ValueError(f"script {name}: a KEYS entry is not `KEYS[<n>] <name> <TYPE>`")
+        keys: list[str] = []
+        key_list: list[str] = []
+        for entry in entries:
+            at, key = int(entry["at"]), entry["name"]
+            _check_key(name, key)
+            if not entry["list"] and not key_list and at == len(keys) + 1:
+                keys.append(key)
+            elif entry["list"] and at == len(keys):
+                key_list.append(key)
+            else:
+                raise ValueError(f"script {name}: KEYS[{at}{entry['list']}] {key} is out of order")
+        # The ARGV paragraph: from the first line that begins with ARGV[ to a blank line.
+        first = next((n for n, line in enumerate(header) if line.startswith("ARGV[")), None)
+        lines = [] if first is None else header[first:]
+        paragraph = " ".join(lines[: lines.index("")] if "" in lines else lines)
+        argv = tuple(
+            (m["at"], " ".join(m["text"].split()).rstrip(",")) for m in _ARG.finditer(paragraph)
+        )
+        return cls(tuple(keys), tuple(key_list), argv)
+
+
+def _check_key(script_name: str, key: str) -> None:
+    """A header's key must be a ``QueueKeys`` property or a method of one argument (the
+    call gives it by the key's name), so a typo fails at load, never at a call."""
+    try:
+        attr = inspect.getattr_static(QueueKeys, key)
+    except AttributeError:
+        attr = None
+    if isinstance(attr, (property, cached_property)):
+        return
+    if inspect.isfunction(attr) and len(inspect.signature(attr).parameters) == 2:
+        return
+    raise ValueError(f"script {script_name}: KEYS name {key!r} is no key of QueueKeys")
 
 
 @dataclass(frozen=True)
@@ -30,6 +107,7 @@ class Script:
 
     name: str
     body: str
+    signature: Signature = Signature()
     sha: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -38,7 +116,22 @@ class Script:
     @classmethod
     def from_source(cls, name: str, source: str) -> Script:
         body = _expand_includes(source, SCRIPTS_DIR / "includes", (), set())
-        return cls(name, _BOUND.sub(_bound, body))
+        return cls(name, _BOUND.sub(_bound, body), Signature.parse(name, source))
+
+    def keys_for(self, queue: QueueKeys, **named: Any) -> list[str]:
+        """The KEYS of a call on ``queue``, in the header's order. A key built by a
+        method takes its argument by the header's name (``job=job_id``), a list of
+        keys a sequence of them (``job=[id, ...]``); a list not given is empty."""
+        unknown = named.keys() - {*self.signature.keys, *self.signature.key_list}
+        if unknown:
+            raise TypeError(f"script {self.name} has no KEYS named {', '.join(sorted(unknown))}")
+        keys = []
+        for key in self.signature.keys:
+            built = getattr(queue, key)
+            keys.append(built(named[key]) if callable(built) else built)
+        for key in self.signature.key_list:
+            keys += map(getattr(queue, key), named.get(key, ()))
+        return keys
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,9 @@ class Sweeps:
         check_int(limit, 1, SWEEP_MAX, "limit")
         check_int(crash_budget, 1, 1_000_000, "crash_budget")
         moved = dead = dangling = calls = 0
+        reap = script.load("reap")
         while True:
-            r = self.connector.run(
-                script.load("reap"),
-                [keys.active, keys.pending, keys.dead, keys.seq, keys.metrics, keys.wake],
-                [limit, crash_budget],
-            )
+            r = self.connector.run(reap, reap.keys_for(keys), [limit, crash_budget])
             moved, dead, dangling, calls = moved + r[0], dead + r[1], dangling + r[2], calls + 1
             if not r[3]:
                 return Sweep(moved, dead, dangling, calls)
@@ -43,9 +40,7 @@ class Sweeps:
         """Due scheduled jobs to pending."""
         keys = QueueKeys.of(queue)
         check_int(limit, 1, SWEEP_MAX, "limit")
-        return self._loop(
-            script.load("promote"), [keys.pending, keys.scheduled, keys.seq, keys.wake], [limit]
-        )
+        return self._loop(script.load("promote"), keys, {}, [limit])
 
     def trim(
         self,
@@ -63,7 +58,8 @@ class Sweeps:
         check_int(limit, 1, SWEEP_MAX, "limit")
         return self._loop(
             script.load("trim"),
-            [keys.state_set(state), keys.metrics],
+            keys,
+            {"state_set": state},
             [limit, "+inf" if purge else "now", "purged" if purge else "trimmed"],
             progress,
         )
@@ -84,21 +80,28 @@ class Sweeps:
         keys = QueueKeys.of(queue)
         check_int(limit, 1, SWEEP_MAX, "limit")
         ids = [validate_job_id(j) for j in job_ids]
-        call_keys = [keys.dead, keys.pending, keys.seq, keys.metrics, keys.wake]
+        retry_dead = script.load("retry_dead")
         if not ids:
-            return self._loop(script.load("retry_dead"), call_keys, [limit], progress)
+            return self._loop(retry_dead, keys, {}, [limit], progress)
+        call_keys = retry_dead.keys_for(keys)
         moved = calls = 0
         for start in range(0, len(ids), limit):
             chunk = ids[start : start + limit]
-            moved += self.connector.run(script.load("retry_dead"), call_keys, [limit, *chunk])[0]
+            moved += self.connector.run(retry_dead, call_keys, [limit, *chunk])[0]
             calls += 1
             if progress is not None:
                 progress(Sweep(moved=moved, calls=calls))
         return Sweep(moved=moved, calls=calls)
 
     def _loop(
-        self, s: script.Script, keys: list[str], args: list[Any], progress: Progress | None = None
+        self,
+        s: script.Script,
+        queue: QueueKeys,
+        named: dict[str, Any],
+        args: list[Any],
+        progress: Progress | None = None,
     ) -> Sweep:
+        keys = s.keys_for(queue, **named)
         moved = calls = 0
         while True:
             done, more = self.connector.run(s, keys, args)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from .bounds import ERROR_MAX_BYTES
+from .error_record import ErrorRecord
 from .errors import InvalidJobOptions
 
 
@@ -57,6 +58,8 @@ def error_object(error: object) -> str:
         raise InvalidJobOptions(
             f"error is {len(error)} characters, over the limit of {ERROR_MAX_BYTES}"
         )
+    if isinstance(error, ErrorRecord):  # one JSON object by construction: no parse
+        return error
     try:
         ok = isinstance(error, str) and isinstance(json.loads(error), dict)
     except (ValueError, RecursionError):

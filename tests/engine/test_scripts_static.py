@@ -17,10 +17,14 @@ first write of that job's turn of the loop.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from echomq_django.engine import script
+from echomq_django.engine.jobs import Jobs
+from echomq_django.engine.keyspace import QueueKeys, new_job_id
+from echomq_django.engine.new_job import NewJob
 
 SCRIPTS = script.all_scripts()
 IDS = [s.name for s in SCRIPTS]
@@ -253,3 +257,70 @@ def test_scripts_take_their_bounds_from_python():
     assert all("${" not in s.body for s in SCRIPTS)
     with pytest.raises(ValueError, match="NO_SUCH_BOUND"):
         script.Script.from_source("x", "return ${NO_SUCH_BOUND}")
+
+
+def _body_indexes(s: script.Script, array: str) -> set[int]:
+    """The literal ``KEYS[n]`` / ``ARGV[n]`` indexes the script's code (not its comments) reads."""
+    code = "\n".join(ln for ln in s.body.splitlines() if not ln.lstrip().startswith("--"))
+    return {int(n) for n in re.findall(rf"\b{array}\[(\d+)\]", code)}
+
+
+@pytest.mark.parametrize("s", SCRIPTS, ids=IDS)
+def test_the_header_declares_every_key_and_argument_the_code_reads(s):
+    """The header is the call's single source: it parses at load (every name is a
+    QueueKeys key), and it declares every KEYS[n] / ARGV[n] the code reads, in order."""
+    sig = s.signature
+    assert sig.keys, "a transition names its queue by KEYS[1]"
+    assert _body_indexes(s, "KEYS") <= set(range(1, len(sig.keys) + 1))
+    if not sig.key_list:
+        assert max(_body_indexes(s, "KEYS"), default=0) == len(sig.keys) or s.name in (
+            "delete", "stats",  # they read KEYS[1..5] in a loop over the places
+        )  # fmt: skip
+    fixed = [int(at) for at, _ in sig.argv if at.isdigit()]
+    assert fixed == list(range(1, len(fixed) + 1))
+    assert _body_indexes(s, "ARGV") <= set(fixed)
+    assert all(text for _, text in sig.argv)
+
+
+@pytest.mark.parametrize("s", SCRIPTS, ids=IDS)
+def test_a_call_builds_as_many_keys_as_the_header_declares(s):
+    keys, one = QueueKeys.of("q"), {"job": new_job_id(), "claim": "c-1", "schedule": "s",
+                                    "state_set": "dead"}  # fmt: skip
+    named = {k: one[k] for k in s.signature.keys if k in one}
+    named |= {k: [new_job_id(), new_job_id()] for k in s.signature.key_list if k == "job"}
+    named |= {k: ["ab" * 32] for k in s.signature.key_list if k == "idempotency"}
+    built = s.keys_for(keys, **named)
+    assert len(built) == len(s.signature.keys) + sum(len(named[k]) for k in s.signature.key_list)
+    assert all(key.startswith(keys.base) for key in built)  # one slot
+    with pytest.raises(TypeError, match="no KEYS named"):
+        s.keys_for(keys, **named, nothing="x")
+
+
+def test_the_engine_builds_every_script_call_from_its_header():
+    """No KEYS list written by hand: each ``script.load`` call site takes its keys
+    from ``keys_for``, and the pipelined builders' calls have the header's count."""
+    for path in Path(script.__file__).parent.glob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"(Call|connector\.run)\(\s*script\.load\([^)]*\),\s*\[", text), path
+    job_id, keys = new_job_id(), QueueKeys.of("q")
+    new = NewJob(payload="{}", task="t", idempotency_key="k")
+    calls = {  # the call, and how many keys its lists hold
+        "enqueue": (Jobs._enqueue_call(keys, [new]), 2),  # a row and its idempotency key
+        "complete": (Jobs._complete_call([(keys, job_id, 1, "null", -1)]), 1),
+        "extend": (Jobs._extend_call("q", job_id, 1, 1000, -1), 0),
+        "release": (Jobs._release_call("q", job_id, 1, False, True), 0),
+    }
+    for name, (call, listed) in calls.items():
+        assert call.script.name == name
+        assert len(call.keys) == len(call.script.signature.keys) + listed
+
+
+def test_a_header_naming_no_key_fails_at_load():
+    with pytest.raises(ValueError, match="'pendings' is no key of QueueKeys"):
+        script.Script.from_source("x", "-- KEYS[1] pendings ZSET\nreturn 1")
+    with pytest.raises(ValueError, match="is not `KEYS"):
+        script.Script.from_source("x", "-- KEYS[1] the pending set\nreturn 1")
+    with pytest.raises(ValueError, match="out of order"):
+        script.Script.from_source("x", "-- KEYS[2] pending ZSET   KEYS[1] active ZSET\nreturn 1")
+    with pytest.raises(ValueError, match="'queue' is no key"):  # a field, not a key
+        script.Script.from_source("x", "-- KEYS[1] queue STRING\nreturn 1")

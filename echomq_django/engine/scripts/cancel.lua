@@ -8,7 +8,7 @@
 -- sends it to dead. If the worker is gone, the reaper sends it to dead instead.
 --
 -- KEYS[1] pending  ZSET   KEYS[2] scheduled  ZSET   KEYS[3] dead  ZSET
--- KEYS[4] metrics  HASH   KEYS[5] job row    HASH
+-- KEYS[4] metrics  HASH   KEYS[5] job        HASH
 -- ARGV[1] job id   ARGV[2] reason (one line, no quotes or backslashes)
 --
 -- Reply: 'dead', or 'cancelling' for a running job.

@@ -6,7 +6,7 @@
 --
 -- KEYS[1] pending  ZSET   KEYS[2] scheduled  ZSET   KEYS[3] active  ZSET
 -- KEYS[4] seq      STRING KEYS[5] metrics    HASH   KEYS[6] wake    ZSET
--- KEYS[7] dead     ZSET   KEYS[8] this claim's record STRING (emq:{q}:claim:<claim id>)
+-- KEYS[7] dead     ZSET   KEYS[8] claim    STRING (this claim's record, emq:{q}:claim:<claim id>)
 --
 -- ARGV[1] count   ARGV[2] worker id   ARGV[3] default lease_ms   ARGV[4] promote limit
 -- ARGV[5] how many of the claimed jobs start at once (the worker's idle executors):
@@ -16,9 +16,9 @@
 --           state, attempts, lease_ms, lease_deadline, worker, worker_ids, solo, run,
 --           limits)
 --
--- Reply: {now_ms, next_due_ms or -1, job...} where each job is its row's fields
--- ARGV[7..] after the claim (attempts = the token). next_due_ms: the earliest of the
--- first scheduled job's due time and the time a gate with held jobs may admit again.
+-- Reply: {now_ms, next_due_ms or -1, job...} where each job is its row's fields,
+-- those of ARGV[7..], after the claim (attempts = the token). next_due_ms: the earliest
+-- of the first scheduled job's due time and the time a gate with held jobs may admit again.
 --
 -- Flow control (includes/limits.lua): a job whose row names gates (rate limits,
 -- concurrency caps) is claimed only if every gate admits it now, and then spends a

@@ -1,7 +1,7 @@
 -- complete: lease holders retire their jobs with results, one or many per call.
 --
 -- KEYS[1] active  ZSET   KEYS[2] completed  ZSET   KEYS[3] metrics  HASH
--- KEYS[3 + i] job i's row HASH (i = 1..n, all of this queue)
+-- KEYS[3 + i] job  HASH (job i's row, i = 1..n, all of this queue)
 --
 -- ARGV[4i - 3] job i's id   ARGV[4i - 2] its token (the attempts value the claim
 -- returned)   ARGV[4i - 1] its result (opaque string)   ARGV[4i] µs since its run

@@ -8,9 +8,9 @@
 --
 -- KEYS[1] active  ZSET   KEYS[2] pending  ZSET   KEYS[3] dead  ZSET
 -- KEYS[4] seq     STRING KEYS[5] metrics  HASH   KEYS[6] wake  ZSET
--- KEYS[7] job row HASH
--- ARGV[1] job id   ARGV[2] token   ARGV[3] crash budget (>= 1)   ARGV[4] how it died
---         (one line, no quotes or backslashes)   ARGV[5] µs since its run began
+-- KEYS[7] job     HASH
+-- ARGV[1] job id   ARGV[2] token   ARGV[3] crash budget (>= 1)
+-- ARGV[4] how it died (one line, no quotes or backslashes)   ARGV[5] µs since its run began
 --
 -- Reply: {state, crashes} with state 'pending' or 'dead'.
 -- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.

@@ -4,8 +4,8 @@
 -- A corrupt row is deletable too: a HASH without a state, or a key of another
 -- type planted at the row's name (nothing of it is read but its type).
 --
--- KEYS[1] pending  KEYS[2] scheduled  KEYS[3] active  KEYS[4] completed  KEYS[5] dead (ZSETs)
--- KEYS[6] metrics HASH   KEYS[7] job row HASH
+-- KEYS[1] pending  ZSET   KEYS[2] scheduled  ZSET   KEYS[3] active  ZSET
+-- KEYS[4] completed  ZSET   KEYS[5] dead  ZSET   KEYS[6] metrics  HASH   KEYS[7] job  HASH
 -- ARGV[1] job id
 --
 -- Reply: the state the job was in; for a corrupt row, what was wrong with it

@@ -2,15 +2,15 @@
 --
 -- KEYS[1] pending     ZSET   KEYS[2] scheduled  ZSET   KEYS[3] seq      STRING
 -- KEYS[4] metrics     HASH   KEYS[5] wake       ZSET
--- KEYS[5 + i] job i's row HASH (i = 1..n)
--- KEYS[5 + n + k] idempotency STRINGs, only for the jobs that have a key (the row
+-- KEYS[5 + i] job  HASH (job i's row, i = 1..n)
+-- KEYS[5 + n + k] idempotency  STRING (one per job that has a key, in order; the row
 --                 keeps the key's digest, the part after ':idem:')
 --
--- ARGV[1] n, then 14 values per job i, from ARGV[2 + 14(i-1)]: id, payload (opaque),
--- task path, priority (-100..100), max_attempts, lease_ms (0 = worker default),
--- due_ms (absolute Unix ms; 0 = now), run_after (exact, opaque), result_ttl_ms,
--- dead_ttl_ms, the KEYS index of its idempotency key (0: none), timeout_ms
--- (0 = no time limit of its own), limits (its gates, includes/limits.lua; '' none),
+-- ARGV[1] n (the jobs in this call)
+-- ARGV[2 + 14(i-1)..] job i's 14 values: id, payload (opaque), task path, priority
+-- (-100..100), max_attempts, lease_ms (0 = worker default), due_ms (absolute Unix ms;
+-- 0 = now), run_after (exact, opaque), result_ttl_ms, dead_ttl_ms, the KEYS index of
+-- its idempotency key (0: none), timeout_ms (0 = no time limit of its own), limits (its gates, includes/limits.lua; '' none),
 -- and its key's variant: '' (unique until finished), 't<ms>' (throttle: one job per
 -- key per window, whatever its state) or 'd<ms>' (debounce: run ms after the last
 -- enqueue, or at due_ms if later, with the last enqueue's payload).

@@ -1,7 +1,7 @@
 #!lua flags=allow-oom
 -- extend: the lease holder renews its lease to now + lease_ms (server clock).
 --
--- KEYS[1] active  ZSET   KEYS[2] job row  HASH
+-- KEYS[1] active  ZSET   KEYS[2] job      HASH
 -- ARGV[1] job id   ARGV[2] token   ARGV[3] lease_ms
 -- ARGV[4] µs since the run began, for a job whose run is not stamped yet (-1: none)
 --

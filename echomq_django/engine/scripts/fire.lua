@@ -2,11 +2,12 @@
 --
 -- KEYS[1] pending    ZSET   KEYS[2] scheduled  ZSET   KEYS[3] seq       STRING
 -- KEYS[4] metrics    HASH   KEYS[5] wake       ZSET   KEYS[6] schedules ZSET
--- KEYS[7] the schedule's HASH
+-- KEYS[7] schedule  HASH (its record)
 --
 -- ARGV[1] name, ARGV[2] the next fire time the caller planned from (ms: the fence),
--- ARGV[3] the next fire time after this fire, ARGV[4] how many ticks the caller's
--- catch-up policy gives up (counted as missed), ARGV[5..] the ticks to fire, oldest first.
+-- ARGV[3] the next fire time after this fire,
+-- ARGV[4] how many ticks the caller's catch-up policy gives up (counted as missed),
+-- ARGV[5..] the ticks to fire, oldest first.
 --
 -- The fence makes any number of schedulers fire each tick exactly once: the first call
 -- moves the next fire time on, and every other call planned from the same one finds it

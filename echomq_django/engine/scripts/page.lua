@@ -3,7 +3,7 @@
 -- ZRANGE with offsets, never the whole set: a page costs the same with a
 -- million members.
 --
--- KEYS[1] the place's ZSET
+-- KEYS[1] state_set  ZSET (the place: pending, scheduled, active, completed or dead)
 -- ARGV[1] offset   ARGV[2] count (at most 500)   ARGV[3] newest first (1/0)
 -- ARGV[4..] row fields to return
 --

@@ -4,7 +4,7 @@
 -- max_attempts; the token itself never goes down. The job keeps its place.
 --
 -- KEYS[1] active  ZSET   KEYS[2] pending  ZSET   KEYS[3] seq  STRING
--- KEYS[4] metrics HASH   KEYS[5] wake     ZSET   KEYS[6] job row  HASH
+-- KEYS[4] metrics HASH   KEYS[5] wake     ZSET   KEYS[6] job      HASH
 -- ARGV[1] job id   ARGV[2] token   ARGV[3] solo (1: it was running in a process that
 --         died beside other jobs, so it runs alone from now on; see reap.lua)
 -- ARGV[4] began (0: its run never began, it waited in the holder's read-ahead: the

@@ -6,7 +6,7 @@
 --
 -- KEYS[1] active  ZSET   KEYS[2] pending  ZSET   KEYS[3] scheduled  ZSET
 -- KEYS[4] dead    ZSET   KEYS[5] seq      STRING KEYS[6] metrics    HASH
--- KEYS[7] wake    ZSET   KEYS[8] job row  HASH
+-- KEYS[7] wake    ZSET   KEYS[8] job      HASH
 --
 -- ARGV[1] job id   ARGV[2] token   ARGV[3] error (a JSON object, opaque)
 -- ARGV[4] one-line summary   ARGV[5] backoff_ms   ARGV[6] give up (1/0)

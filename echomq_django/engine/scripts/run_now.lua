@@ -1,7 +1,7 @@
 -- run_now: an operator moves one scheduled job to pending at once.
 --
 -- KEYS[1] pending  ZSET   KEYS[2] scheduled  ZSET   KEYS[3] seq  STRING
--- KEYS[4] wake     ZSET   KEYS[5] job row    HASH
+-- KEYS[4] wake     ZSET   KEYS[5] job        HASH
 -- ARGV[1] job id
 --
 -- Reply: 1. Error: EMQNOTFOUND (no row), EMQSTATE (not scheduled).

@@ -1,6 +1,6 @@
 -- schedule_orphan: a schedule no longer declared in code stops firing (a scheduler's start).
 --
--- KEYS[1] schedules  ZSET   KEYS[2] the schedule's HASH
+-- KEYS[1] schedules  ZSET   KEYS[2] schedule  HASH (its record)
 -- ARGV[1] name
 --
 -- Reply: 1 (now orphaned: never due, its record kept and shown until an operator removes

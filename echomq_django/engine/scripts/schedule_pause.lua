@@ -1,6 +1,6 @@
 -- schedule_pause: an operator stops a schedule from firing until it is resumed.
 --
--- KEYS[1] schedules  ZSET   KEYS[2] the schedule's HASH
+-- KEYS[1] schedules  ZSET   KEYS[2] schedule  HASH (its record)
 -- ARGV[1] name
 --
 -- Reply: 1. Error: EMQNOTFOUND (no such schedule), EMQSTATE (paused already, or orphaned).

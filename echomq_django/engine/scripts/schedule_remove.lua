@@ -1,6 +1,6 @@
 -- schedule_remove: an operator deletes an orphaned schedule's record for good.
 --
--- KEYS[1] schedules  ZSET   KEYS[2] the schedule's HASH
+-- KEYS[1] schedules  ZSET   KEYS[2] schedule  HASH (its record)
 -- ARGV[1] name
 --
 -- Only an orphaned schedule (no longer declared in code) can be removed: a declared one

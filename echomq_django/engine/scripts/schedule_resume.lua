@@ -1,6 +1,6 @@
 -- schedule_resume: a paused schedule fires again, from its first tick after now.
 --
--- KEYS[1] schedules  ZSET   KEYS[2] the schedule's HASH
+-- KEYS[1] schedules  ZSET   KEYS[2] schedule  HASH (its record)
 -- ARGV[1] name, ARGV[2] its next fire time (ms: the first tick after now and its last tick)
 --
 -- The ticks that passed while it was paused are neither fired nor counted as missed.

@@ -1,8 +1,8 @@
 -- schedule_run_now: an operator enqueues one job of a schedule at once.
 --
 -- KEYS[1] pending    ZSET   KEYS[2] scheduled  ZSET   KEYS[3] seq  STRING
--- KEYS[4] metrics    HASH   KEYS[5] wake       ZSET   KEYS[6] the schedule's HASH
--- KEYS[7] the new job's row HASH
+-- KEYS[4] metrics    HASH   KEYS[5] wake       ZSET   KEYS[6] schedule  HASH (its record)
+-- KEYS[7] job  HASH (the new job's row)
 -- ARGV[1] name, ARGV[2] the new job's id
 --
 -- The job is the row enqueue stores (store_job), from the schedule's definition. It runs

@@ -1,8 +1,8 @@
 -- schedule_sync: store a schedule's definition as declared in code (a scheduler's start).
 --
--- KEYS[1] schedules  ZSET   KEYS[2] the schedule's HASH
+-- KEYS[1] schedules  ZSET   KEYS[2] schedule  HASH (its record)
 -- ARGV[1] name, ARGV[2] the definition's digest, ARGV[3] its next fire time (ms: the first
--- tick after both now and the last tick fired), then the definition's field/value pairs.
+-- tick after both now and the last tick fired), ARGV[4..] the definition's field/value pairs.
 --
 -- Reply: 'unchanged' (same digest, nothing written: the fire record and next fire time
 -- stand, so restarts and redeploys never shift or repeat a tick), 'created', 'edited' (the

@@ -7,7 +7,7 @@
 -- returns `solo`, see reap.lua) rather than a job that merely waited.
 --
 -- KEYS[1] active  ZSET (names the queue; not written)
--- KEYS[1 + i] job i's row HASH (i = 1..n, all of this queue)
+-- KEYS[1 + i] job  HASH (job i's row, i = 1..n, all of this queue)
 --
 -- ARGV[1] worker id   ARGV[2] isolated (1: these runs are in child processes, so a lost
 --         lease means the worker itself died, never the job's fault; see reap.lua)

@@ -1,8 +1,8 @@
 -- stats (read only): the size of each place and the queue's counters, in one
 -- consistent snapshot.
 --
--- KEYS[1] pending  KEYS[2] scheduled  KEYS[3] active  KEYS[4] completed  KEYS[5] dead (ZSETs)
--- KEYS[6] metrics HASH
+-- KEYS[1] pending  ZSET   KEYS[2] scheduled  ZSET   KEYS[3] active  ZSET
+-- KEYS[4] completed  ZSET   KEYS[5] dead  ZSET   KEYS[6] metrics  HASH
 --
 -- Reply: {now_ms, pending, scheduled, active, completed, dead, metrics as a flat HGETALL}
 -- @include "clock"

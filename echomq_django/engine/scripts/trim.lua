@@ -4,7 +4,7 @@
 -- its retention), so retention is trim(now) and an operator's purge is
 -- trim(+inf). Bounded by ARGV[1] per call; the caller loops while `more` is 1.
 --
--- KEYS[1] completed or dead  ZSET   KEYS[2] metrics  HASH
+-- KEYS[1] state_set  ZSET (completed or dead)   KEYS[2] metrics  HASH
 -- ARGV[1] limit   ARGV[2] 'now' or '+inf'   ARGV[3] metric to count ('trimmed'/'purged')
 --
 -- Reply: {removed, more (1/0)}
