@@ -40,9 +40,8 @@ from typing import Any
 
 from . import script
 from .connector import Call, Connector, plain
-from .keyspace import QueueKeys
-
 from .error_record import ErrorRecord
+from .keyspace import QueueKeys
 
 logger = logging.getLogger("echomq.job")
 
