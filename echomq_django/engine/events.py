@@ -153,14 +153,15 @@ class EventLog:
         """The waiting events as script calls (one per queue and entry), emptied."""
         self.since = 0.0
         by_queue: dict[str, list[Sequence[object]]] = {}
+        events_script = script.load("events")
         waiting = self._waiting
         for _ in range(len(waiting)):
             queue, values = waiting.popleft()
             by_queue.setdefault(queue, []).append(values)
         return [
             Call(
-                script.load("events"),
-                [QueueKeys.of(queue).events],
+                events_script,
+                events_script.keys_for(QueueKeys.of(queue)),
                 [self.kept, _NAMES, json.dumps(batch[i : i + EVENTS_PER_ENTRY])],
             )
             for queue, batch in by_queue.items()

@@ -11,7 +11,7 @@ A script's header declares its KEYS once, and Python builds every call from it
 ``KEYS[<n> + i] <name> <TYPE>`` for a list after them (one key per item), where
 ``<name>`` is a ``QueueKeys`` property (``pending``) or a one-argument method
 (``job``, ``claim``, ``schedule``, ``state_set``, ``idempotency``) and ``<TYPE>``
-one of ZSET, HASH, STRING, SET; free text may follow in parentheses. A name the
+one of ZSET, HASH, STRING, SET, STREAM; free text may follow in parentheses. A name the
 keyspace does not know fails at load, so a header cannot drift from the calls.
 """
 
@@ -34,7 +34,7 @@ _INCLUDE = re.compile(r'^--\s*@include\s+"([a-z_]+)"\s*$', re.MULTILINE)
 _BOUND = re.compile(r"\$\{([A-Z][A-Z0-9_]*)\}")
 _KEY = re.compile(
     r"KEYS\[(?P<at>\d+)(?P<list>(?:\s*\+\s*[a-z]+)*)\]\s+(?P<name>[a-z_]+)"
-    r"\s+(?:ZSET|HASH|STRING|SET)\b"
+    r"\s+(?:ZSET|HASH|STRING|SET|STREAM)\b"
 )
 _ARG = re.compile(r"ARGV\[(?P<at>[^\]]+)\]\s*(?P<text>.*?)(?=\s*ARGV\[|$)")
 
