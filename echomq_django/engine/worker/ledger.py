@@ -36,7 +36,6 @@ from .shares import Share
 
 class Ledger:
     def __init__(self, shares: list[Share], *, can_isolate: bool) -> None:
-        self.slots = sum(share.size for share in shares)
         self.shares = shares
         self._share_of = {queue: share for share in shares for queue in share.queues}
         self._can_isolate = can_isolate  # a solo job can run in a child of its own
@@ -61,14 +60,17 @@ class Ledger:
         return self._share_of[queue]
 
     def hold(self, leases: list[Lease]) -> None:
-        """The fetcher claimed these: they are ready to run, in this order."""
+        """The fetcher claimed these (one claim: one queue): they are ready to run, in
+        this order."""
+        if not leases:
+            return
         with self._lock:
             for lease in leases:
                 self._held[lease.key] = lease
                 self._solo_held += lease.solo
-                share = self._share_of[lease.claimed.queue]
-                share.held += 1
-                share.ready.append(lease)
+            share = self._share_of[leases[0].claimed.queue]
+            share.held += len(leases)
+            share.ready.extend(leases)
             self._work.notify(len(leases))
 
     def wait_for_room(
@@ -102,6 +104,8 @@ class Ledger:
         with self._lock:
             self._left_out = left_out
             self._cut = cut
+            for share in list(left_out):  # room came since wait_for_room: do not block
+                self._check_left_out(share)
 
     def take(self, idle: Callable[[], bool]) -> Lease | None:
         """The next claimed job to run, in claim order; None once closed and drained.
@@ -130,7 +134,9 @@ class Ledger:
         """Its handler returned (or its process died): it runs no more."""
         with self._lock:
             self._stop_running(lease)
-            self._share_of[lease.claimed.queue].ran(elapsed_ms)
+            share = self._share_of[lease.claimed.queue]
+            avg = share.avg_ms
+            share.avg_ms = elapsed_ms if avg is None else 0.8 * avg + 0.2 * elapsed_ms
 
     def queue(self, lease: Lease) -> bool:
         """Its completion waits in the batch: it needs no slot. True if no other job is
@@ -141,7 +147,8 @@ class Ledger:
                 lease.queued = True
                 share = self._share_of[lease.claimed.queue]
                 share.queued += 1
-                self._check_left_out(share)
+                if self._left_out:
+                    self._check_left_out(share)
             return not self.has_ready()
 
     def forget(self, *leases: Lease) -> None:
@@ -155,7 +162,8 @@ class Ledger:
                 share = self._share_of[lease.claimed.queue]
                 share.held -= 1
                 share.queued -= lease.queued
-                self._check_left_out(share)
+                if self._left_out:
+                    self._check_left_out(share)
             if gone:
                 self._room.notify_all()
                 self._let_go.notify_all()
@@ -283,9 +291,14 @@ class Ledger:
         return not (lease.solo and self._running and not self._can_isolate)
 
     def _stop_running(self, lease: Lease) -> None:
+        """Its slot is free. A job of its share waiting for one may start: an executor
+        idle meanwhile takes it (the one that ran this may still be ending it)."""
         if lease in self._running:
             self._running.remove(lease)
-            self._share_of[lease.claimed.queue].running -= 1
+            share = self._share_of[lease.claimed.queue]
+            share.running -= 1
+            if share.ready:
+                self._work.notify()
 
     def _check_left_out(self, share: Share) -> None:
         """A share got room: end the fetcher's wait on the server if it left it out."""

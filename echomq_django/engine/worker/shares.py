@@ -38,10 +38,6 @@ class Share:
         """Held jobs not yet finished: a finished one waits for its completion, not a slot."""
         return self.held - self.queued
 
-    def ran(self, elapsed_ms: float) -> None:
-        avg = self.avg_ms
-        self.avg_ms = elapsed_ms if avg is None else 0.8 * avg + 0.2 * elapsed_ms
-
 
 def plan(queues: Sequence[str], sizes: Mapping[str, int], slots: int) -> list[Share]:
     """The shares of ``slots`` for ``queues`` given the sized ones' ``sizes``: one per
