@@ -1,11 +1,12 @@
 """The fetcher: the thread that claims jobs for the worker's executors.
 
 It claims in batches (one script call leases many jobs), as many as the read-ahead
-policy asks (``readahead``), from the queues in order (the first has precedence), for each
-queue no more than its share of the slots has room for (``shares``). When no
-queue with room has work it waits on the server (``waiting.IdleWait``) for those
-queues only, instead of polling; a share left out that gets room cuts the wait. A claim whose reply was lost is asked again under the same claim id, and
-the server answers with the jobs it already leased for it (claim.lua).
+policy asks (``readahead``), from the queues in order (the first has precedence),
+for each queue no more than its share of the slots has room for (``shares``). When
+no queue with room has work it waits on the server (``waiting.IdleWait``) for those
+queues only, instead of polling; a share left out that gets room cuts the wait. A
+claim whose reply was lost is asked again under the same claim id, and the server
+answers with the jobs it already leased for it (claim.lua).
 """
 
 from __future__ import annotations
