@@ -5,9 +5,10 @@ Started by ``scripts/run`` (which bootstraps the venv first). Environment:
     ECHOMQ_URL             use this server instead of starting the embedded one
     ECHOMQ_SERVER_PORT     port of the embedded server (default 6390; a free one if taken)
     ECHOMQ_HTTP_ADDR       runserver address (default 127.0.0.1:8000; the next free port if taken)
-    ECHOMQ_RUN_QUEUES      queues for runworker (default "default emails slow")
-    ECHOMQ_RUN_CONCURRENCY its --concurrency (default 4: the demo's 8 s task does not hold
+    ECHOMQ_RUN_QUEUES      queues for runworker (default "default:2 emails:1 slow:1": each
+                           queue has slots of its own, so the demo's 8 s task never holds
                            up the others)
+    ECHOMQ_RUN_CONCURRENCY its --concurrency (default: none, the sizes' sum)
     ECHOMQ_ADMIN_USER      demo superuser name (default admin)
     ECHOMQ_ADMIN_PASSWORD  its password (default: generated once, kept in var/admin-password)
     ECHOMQ_VAR_DIR         where the server data, the password and the SQLite database
@@ -281,12 +282,16 @@ def main() -> int:
             say(f"could not create the demo superuser:\n{out.stdout}{out.stderr}")
             return 1
         commands = set(out.stdout.split("COMMANDS ", 1)[-1].split())
-        queues = env.get("ECHOMQ_RUN_QUEUES", "default emails slow").split()
-        concurrency = env.get("ECHOMQ_RUN_CONCURRENCY", "4")
+        queues = env.get("ECHOMQ_RUN_QUEUES", "default:2 emails:1 slow:1").split()
+        concurrency = env.get("ECHOMQ_RUN_CONCURRENCY")
         manage_py = [PY, str(ROOT / "manage.py")]
         children.append(Child("web", [*manage_py, "runserver", addr], env))
         for cmd, args, label in (
-            ("runworker", [*queues, "--concurrency", concurrency], "worker"),
+            (
+                "runworker",
+                [*queues, *(["--concurrency", concurrency] if concurrency else [])],
+                "worker",
+            ),
             ("runreaper", [], "reaper"),
         ):
             if cmd in commands:

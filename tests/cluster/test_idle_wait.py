@@ -147,3 +147,28 @@ def test_an_idle_worker_follows_its_queue_to_another_node(start_worker_on, two_m
     job_id = jobs.enqueue(queue, NewJob(payload="{}")).id
     ran_at, _ = recorder.wait_for(job_id)
     assert ran_at - sent < PROMPT_S
+
+
+def test_a_full_share_leaves_its_wake_ups_to_others_and_cuts_the_wait_when_it_frees(
+    valkey_cluster, jobs, start_worker
+):
+    """``first:1 second:1``: while the slow job fills the first queue's share, the
+    worker blocks on the second queue's node alone (a wake-up of the first is for
+    another worker); when the slow job ends, the next one of the first starts at once,
+    not when the idle wait times out."""
+    first, second = SPREAD[0], SPREAD[2]
+    nodes = [node_of(valkey_cluster, q) for q in (first, second)]
+    recorder = Recorder()
+    sizes = {first: 1, second: 1}
+    start_worker(recorder, (first, second), sizes=sizes, concurrency=2, idle_block_s=IDLE_BLOCK_S)
+    wait_until(lambda: all(blocked_clients(n) == 1 for n in nodes))
+    slow = jobs.enqueue(first, NewJob(payload='"slow"')).id
+    slow_at, _ = recorder.wait_for(slow)
+    behind = jobs.enqueue(first, NewJob(payload="{}")).id
+    wait_until(lambda: blocked_clients(nodes[0]) == 0 and blocked_clients(nodes[1]) == 1)
+    sent = time.monotonic()
+    beside = jobs.enqueue(second, NewJob(payload="{}")).id
+    beside_at, _ = recorder.wait_for(beside)
+    assert beside_at - sent < PROMPT_S and jobs.get(first, slow).state == "active"
+    behind_at, _ = recorder.wait_for(behind)
+    assert behind_at - slow_at < 1.5 + 2.0  # the slow job's sleep, then at once (< 5 s)

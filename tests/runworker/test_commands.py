@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from echomq_django import conf, management
+from echomq_django import management
 from echomq_django.compat import TaskResultStatus
 from echomq_django.management.commands import runreaper, runworker
 from tests.support.waiting import wait_until
@@ -23,16 +23,6 @@ DUMMY_BACKEND = (
     if django.VERSION >= (6, 0)
     else "django_tasks.backends.dummy.DummyBackend"  # the backport on Django 5.2
 )
-
-
-@pytest.fixture
-def django_jobs(settings, valkey_url, valkey_jobs):
-    """The app pointed at the flushed session Valkey, with the worker tests' TASKS."""
-    settings.ECHOMQ = {"URL": valkey_url}
-    settings.TASKS = worker_settings.TASKS
-    conf.reset()
-    yield valkey_jobs
-    conf.reset()
 
 
 def test_runworker_burst_runs_django_tasks_end_to_end(django_jobs, valkey_url, spawn):

@@ -25,3 +25,14 @@ def nap(seconds, started_file=""):
         Path(started_file).touch()
     time.sleep(seconds)
     return seconds
+
+
+@task(queue_name="slow")
+def hold(started_dir, release_file):
+    """Leave a file in ``started_dir`` and run until ``release_file`` exists (at most
+    60 s): a slow job the test ends, for the per-queue share tests."""
+    Path(started_dir, f"{time.monotonic_ns()}").touch()
+    deadline = time.monotonic() + 60
+    while not Path(release_file).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return "released"

@@ -1,10 +1,12 @@
 """The fetcher: the thread that claims jobs for the worker's executors.
 
 It claims in batches (one script call leases many jobs), as many as the read-ahead
-policy asks (``readahead``), from the queues in order (the first has precedence).
-When no queue has work it waits on the server (``waiting.IdleWait``) instead of
-polling. A claim whose reply was lost is asked again under the same claim id, and
-the server answers with the jobs it already leased for it (claim.lua).
+policy asks (``readahead``), from the queues in order (the first has precedence),
+for each queue no more than its share of the slots has room for (``shares``). When
+no queue with room has work it waits on the server (``waiting.IdleWait``) for those
+queues only, instead of polling; a share left out that gets room cuts the wait. A
+claim whose reply was lost is asked again under the same claim id, and the server
+answers with the jobs it already leased for it (claim.lua).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from ..outage import Outage
 from .heartbeat import Alarm
 from .lease import Lease
 from .ledger import Ledger
+from .shares import Share
 from .stats import Tally
 from .waiting import IdleWait
 
@@ -81,10 +84,10 @@ class Fetcher:
 
     def _loop(self) -> None:
         try:
-            while want := self._ledger.wait_for_room(self._stopping, self._quota):
+            while wants := self._ledger.wait_for_room(self._stopping, self._quota):
                 empty_before = self._ledger.held_count() == 0
                 try:
-                    claimed, next_due = self._claim_round(want)
+                    claimed, next_due = self._claim_round(wants)
                 except ServerUnavailable as exc:
                     self._stopping.wait(self._outage.down(exc, "claim"))
                     continue
@@ -99,7 +102,7 @@ class Fetcher:
                     logger.info("burst: the queues are empty and nothing is running")
                     return
                 if not self._burst:
-                    self._idle.block(next_due)
+                    self._block(wants, next_due)
                 else:  # burst with jobs still running: they may retry into pending
                     self._ledger.wait_for_let_go(1.0)
         except BaseException as exc:
@@ -112,27 +115,42 @@ class Fetcher:
             return 1 << 30
         return max(0, self._max_jobs - self._tally.stats.claimed)
 
-    def _claim_round(self, want: int) -> tuple[int, tuple[int, str] | None]:
-        """Claim from the queues in order until ``want`` jobs are claimed.
+    def _block(self, wants: dict[Share, int], next_due: tuple[int, str] | None) -> None:
+        """Wait on the server for the queues of the shares that had room (a full one's
+        wake-up is for another worker); one left out that gets room cuts the wait."""
+        shares = self._ledger.shares
+        if len(wants) == len(shares):
+            self._idle.block(next_due)
+            return
+        self._ledger.blocking({s for s in shares if s not in wants}, self._idle.cut)
+        queues = [q for q in self._queues if self._ledger.share_of(q) in wants]
+        self._idle.block(next_due, queues)
+
+    def _claim_round(self, wants: dict[Share, int]) -> tuple[int, tuple[int, str] | None]:
+        """Claim from the queues in order until each share's want is claimed.
 
         Returns how many jobs were claimed, and when the earliest scheduled job of
-        the queues is due: (milliseconds from now on the server clock, its queue).
+        the queues claimed from is due: (milliseconds from now on the server clock,
+        its queue).
         """
         got, next_due = 0, None
+        wants = dict(wants)
         for name in self._queues:
-            if got >= want:
-                break
+            share = self._ledger.share_of(name)
+            want = wants.get(share, 0)
+            if want <= 0:
+                continue
             sent = time.monotonic()
             claim = self._jobs.claim(
                 name,
                 self._worker_id,
-                count=want - got,
+                count=want,
                 lease_ms=self._lease_ms,
                 claim_id=self._claim_id(name),
                 # All of them: each starts within the read-ahead budget (50 ms of work),
                 # and a job marked started that had not yet run when this process died
                 # only comes back solo, never charged (reap.lua).
-                start_now=want - got,
+                start_now=want,
                 isolated=self._isolated,
             )
             del self._claim_ids[name]  # answered: the next claim is a new one
@@ -142,6 +160,7 @@ class Fetcher:
                     next_due = (delta, name)
             if claim.jobs:
                 got += len(claim.jobs)
+                wants[share] = want - len(claim.jobs)
                 self._hold(claim, sent)
         return got, next_due
 

@@ -7,28 +7,37 @@ start next: a solo job (it was running when a worker died) runs in a child of it
 own when there is one, else alone in this process, and nothing starts beside it
 (reap.lua then charges a crash to it alone).
 
+The slots are cut into shares (``shares``): a job starts only while its queue's
+share has a slot free, and the fetcher claims for a share only while it has room,
+so a queue's slow jobs never hold the slots of another. Without queue sizes there
+is one share of every slot, and that rule never binds.
+
 Each wait is for one event, on its own condition:
 
 * ``work``: a job may start (executors wait in ``take``);
 * ``room``: a claim is worth making (the fetcher waits in ``wait_for_room``);
 * ``let_go``: a held job was let go (the shutdown's drain, a burst's wait).
+
+While the fetcher waits on the server for the queues of the shares that had room,
+a share left out getting room cuts that wait (``cut``): its queues may have work.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 
 from . import readahead
 from .children import Key
 from .lease import Lease
+from .shares import Share
 
 
 class Ledger:
-    def __init__(self, slots: int, *, can_isolate: bool) -> None:
-        self.slots = slots
+    def __init__(self, shares: list[Share], *, can_isolate: bool) -> None:
+        self.shares = shares
+        self._share_of = {queue: share for share in shares for queue in share.queues}
         self._can_isolate = can_isolate  # a solo job can run in a child of its own
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
@@ -38,37 +47,65 @@ class Ledger:
         # Started and not finished: at most one per slot, so read-ahead sizing need not
         # scan the whole read-ahead.
         self._running: set[Lease] = set()
-        self._ready: deque[Lease] = deque()
-        self._queued = 0  # held leases whose completion waits in the batch
         self._closing = False  # executors return once the ready jobs are gone
         self._solo: Lease | None = None  # a solo job taken: nothing else starts meanwhile
         self._solo_held = 0  # solo jobs held: the fetcher claims nothing more meanwhile
-        self._avg_ms: float | None = None  # moving average of handler durations
-        self._read_ahead = slots  # the fetcher's last target
         self._fetcher_waiting = False
+        self._left_out: set[Share] = set()  # shares without room while the fetcher blocks
+        self._cut: Callable[[], None] | None = None  # ends that block
+        for share in shares:
+            share.read_ahead = share.size
+
+    def share_of(self, queue: str) -> Share:
+        return self._share_of[queue]
 
     def hold(self, leases: list[Lease]) -> None:
-        """The fetcher claimed these: they are ready to run, in this order."""
+        """The fetcher claimed these (one claim: one queue): they are ready to run, in
+        this order."""
+        if not leases:
+            return
         with self._lock:
             for lease in leases:
                 self._held[lease.key] = lease
                 self._solo_held += lease.solo
-            self._ready.extend(leases)
+            share = self._share_of[leases[0].claimed.queue]
+            share.held += len(leases)
+            share.ready.extend(leases)
             self._work.notify(len(leases))
 
-    def wait_for_room(self, stopping: threading.Event, quota: Callable[[], int]) -> int:
-        """Wait until a batch is worth claiming; how many to claim (0: stop claiming)."""
+    def wait_for_room(
+        self, stopping: threading.Event, quota: Callable[[], int]
+    ) -> dict[Share, int]:
+        """Wait until a batch is worth claiming; how many to claim for each share that
+        has room, in precedence order (empty: stop claiming)."""
         with self._lock:
+            self._left_out.clear()
             while True:
                 left = quota()
                 if stopping.is_set() or left == 0:
-                    return 0
-                self._read_ahead = self._target()
-                if self._solo_held == 0 and self._worth_claiming():
-                    return min(self._read_ahead - self._unfinished(), left, readahead.CLAIM_STEP)
+                    return {}
+                wants: dict[Share, int] = {}
+                for share in self.shares:
+                    share.read_ahead = self._target(share)
+                    if left > 0 and self._worth_claiming(share):
+                        wants[share] = min(
+                            share.read_ahead - share.unfinished(), left, readahead.CLAIM_STEP
+                        )
+                        left -= wants[share]
+                if self._solo_held == 0 and wants:
+                    return wants
                 self._fetcher_waiting = True
                 self._room.wait(0.5)
                 self._fetcher_waiting = False
+
+    def blocking(self, left_out: set[Share], cut: Callable[[], None]) -> None:
+        """The fetcher waits on the server for the other shares' queues: call ``cut``
+        once one of ``left_out`` has room (its queues may have work meanwhile)."""
+        with self._lock:
+            self._left_out = left_out
+            self._cut = cut
+            for share in list(left_out):  # room came since wait_for_room: do not block
+                self._check_left_out(share)
 
     def take(self, idle: Callable[[], bool]) -> Lease | None:
         """The next claimed job to run, in claim order; None once closed and drained.
@@ -78,13 +115,13 @@ class Ledger:
                 lease = self._next_ready()
                 if lease is not None:
                     return lease
-                if self._closing and not self._ready:
+                nothing_ready = not self.has_ready()
+                if self._closing and nothing_ready:
                     return None
-                nothing_ready = not self._ready
             if nothing_ready and idle():
                 continue
             with self._lock:
-                if not self._closing and not (self._ready and self._may_start_next()):
+                if not self._closing and self._startable() is None:
                     self._work.wait(0.5)
 
     def end_solo(self, lease: Lease) -> None:
@@ -96,27 +133,37 @@ class Ledger:
     def ran(self, lease: Lease, elapsed_ms: float) -> None:
         """Its handler returned (or its process died): it runs no more."""
         with self._lock:
-            self._running.discard(lease)
-            avg = self._avg_ms
-            self._avg_ms = elapsed_ms if avg is None else 0.8 * avg + 0.2 * elapsed_ms
+            self._stop_running(lease)
+            share = self._share_of[lease.claimed.queue]
+            avg = share.avg_ms
+            share.avg_ms = elapsed_ms if avg is None else 0.8 * avg + 0.2 * elapsed_ms
 
     def queue(self, lease: Lease) -> bool:
         """Its completion waits in the batch: it needs no slot. True if no other job is
         ready to start here (then nothing else would flush the batch soon)."""
         with self._lock:
-            self._running.discard(lease)
+            self._stop_running(lease)
             if not lease.queued:
                 lease.queued = True
-                self._queued += 1
-            return not self._ready
+                share = self._share_of[lease.claimed.queue]
+                share.queued += 1
+                if self._left_out:
+                    self._check_left_out(share)
+            return not self.has_ready()
 
     def forget(self, *leases: Lease) -> None:
         """Let go of held jobs; the waiters are woken once, not once per job."""
         with self._lock:
-            self._running.difference_update(leases)
+            for lease in leases:
+                self._stop_running(lease)
             gone = [lease for lease in leases if self._held.pop(lease.key, None) is not None]
             self._solo_held -= sum(lease.solo for lease in gone)
-            self._queued -= sum(lease.queued for lease in gone)
+            for lease in gone:
+                share = self._share_of[lease.claimed.queue]
+                share.held -= 1
+                share.queued -= lease.queued
+                if self._left_out:
+                    self._check_left_out(share)
             if gone:
                 self._room.notify_all()
                 self._let_go.notify_all()
@@ -135,7 +182,7 @@ class Ledger:
         return len(self._held)
 
     def has_ready(self) -> bool:
-        return bool(self._ready)
+        return any(share.ready for share in self.shares)
 
     def due_for_renewal(self, now: float, stamp_after_s: float) -> tuple[list[Lease], float]:
         """The leases to extend now (a third through, or a run going on for
@@ -179,8 +226,9 @@ class Ledger:
     def take_ready(self) -> list[Lease]:
         """Every job claimed but not started (a stop gives them back)."""
         with self._lock:
-            ready = [lease for lease in self._ready if not lease.released]
-            self._ready.clear()
+            ready = [lease for share in self.shares for lease in share.ready if not lease.released]
+            for share in self.shares:
+                share.ready.clear()
         return ready
 
     def unfinished(self) -> list[Lease]:
@@ -212,43 +260,65 @@ class Ledger:
 
     def _next_ready(self) -> Lease | None:
         """Pop the lease to run next, if one may start now. Called with the lock held."""
-        ready = self._ready
-        while ready:
-            lease = ready[0]
-            if lease.released:
+        share = self._startable()
+        if share is None:
+            return None
+        lease = share.ready.popleft()
+        if lease.solo:
+            self._solo = lease
+        lease.started = time.monotonic()  # give-back leaves it alone now
+        self._running.add(lease)
+        share.running += 1
+        if self._fetcher_waiting and self._worth_claiming(share):
+            self._room.notify_all()
+        return lease
+
+    def _startable(self) -> Share | None:
+        """The first share (in precedence order) whose next ready job may start now: it
+        has a slot free, and no solo job forbids it. Called with the lock held."""
+        for share in self.shares:
+            ready = share.ready
+            while ready and ready[0].released:
                 ready.popleft()  # given back meanwhile (a stuck read-ahead job)
-                continue
-            if not self._may_start_next():
-                return None
-            ready.popleft()
-            if lease.solo:
-                self._solo = lease
-            lease.started = time.monotonic()  # give-back leaves it alone now
-            self._running.add(lease)
-            if self._fetcher_waiting and self._worth_claiming():
-                self._room.notify_all()
-            return lease
+            if ready and share.running < share.size and self._may_start(ready[0]):
+                return share
         return None
 
-    def _may_start_next(self) -> bool:
-        """The first ready job may start now. Called with the lock held."""
-        lease = self._ready[0]
-        if lease.released:
-            return True
+    def _may_start(self, lease: Lease) -> bool:
+        """This ready job may start now, as far as solo jobs go. Called with the lock held."""
         if self._solo is not None and (lease.solo or not self._can_isolate):
             return False  # a solo job runs: nothing else starts (no child), or no second one
         return not (lease.solo and self._running and not self._can_isolate)
 
-    def _unfinished(self) -> int:
-        """Held jobs not yet finished: a finished one waits for its completion, not for
-        a slot. Called with the lock held."""
-        return len(self._held) - self._queued
+    def _stop_running(self, lease: Lease) -> None:
+        """Its slot is free. A job of its share waiting for one may start: an executor
+        idle meanwhile takes it (the one that ran this may still be ending it)."""
+        if lease in self._running:
+            self._running.remove(lease)
+            share = self._share_of[lease.claimed.queue]
+            share.running -= 1
+            if share.ready:
+                self._work.notify()
 
-    def _worth_claiming(self) -> bool:
-        free = self._read_ahead - self._unfinished()
-        return readahead.worth_claiming(free, self._read_ahead, not self._ready)
+    def _check_left_out(self, share: Share) -> None:
+        """A share got room: end the fetcher's wait on the server if it left it out."""
+        if share in self._left_out and self._worth_claiming(share) and self._cut is not None:
+            self._left_out.clear()
+            self._cut()
 
-    def _target(self) -> int:
+    def _worth_claiming(self, share: Share) -> bool:
+        free = share.read_ahead - share.unfinished()
+        return readahead.worth_claiming(free, share.read_ahead, not share.ready)
+
+    def _target(self, share: Share) -> int:
         now = time.monotonic()
-        longest = max(((now - lease.started) * 1000 for lease in self._running), default=0.0)
-        return readahead.target(self.slots, self._avg_ms, longest)
+        share_of = self._share_of
+        longest = max(
+            (
+                (now - lease.started) * 1000
+                for lease in self._running
+                if share_of[lease.claimed.queue] is share
+            ),
+            default=0.0,
+        )
+        return readahead.target(share.size, share.avg_ms, longest)

@@ -34,6 +34,7 @@ class IdleWait:
         self._keys = [QueueKeys.of(q).wake for q in queues]
         self._block_s = block_s
         self._stopping = stopping
+        self._cut = False  # cut(): the wait ends now, not after its timeout
         self._blocker: redis.Redis | None = None
         self._blocking_since: float | None = None  # for the watchdog
         self.waiting = False
@@ -45,8 +46,9 @@ class IdleWait:
             else None
         )
 
-    def block(self, next_due: tuple[int, str] | None) -> None:
-        """Wait on the server until a queue is woken or the next scheduled job is due.
+    def block(self, next_due: tuple[int, str] | None, queues: Sequence[str] = ()) -> None:
+        """Wait on the server until a queue (of ``queues``, default all) is woken or the
+        next scheduled job is due, or until ``cut``.
 
         A server checks blocking timeouts only on its ``hz`` tick (100 ms by
         default), too coarse for a due time. So when a scheduled job is due before
@@ -61,17 +63,19 @@ class IdleWait:
             alarm = threading.Timer((wait_ms + 1) / 1000, self._promote, (queue,))
             alarm.daemon = True
             alarm.start()
+        keys = [QueueKeys.of(q).wake for q in queues] or self._keys
         self.waiting = True
         try:
             if self._waiters is not None:
-                self._waiters.wait(timeout)
+                self._waiters.wait(timeout, keys)
                 return
             blocker = self._blocking_client()
             self._blocking_since = time.monotonic()
-            if not self._stopping.is_set():  # stop() may have come just before the block
-                blocker.bzpopmin(self._keys, timeout)
+            # stop() or cut() may have come just before the block
+            if not (self._stopping.is_set() or self._cut):
+                blocker.bzpopmin(keys, timeout)
         except redis.RedisError as exc:
-            if not self._stopping.is_set():
+            if not (self._stopping.is_set() or self._cut):
                 # Down, failed over, or refused (e.g. an ACL without BZPOPMIN): wait
                 # out the timeout instead, so a broken blocking read never spins.
                 logger.debug("blocking wait failed (%s); waiting %.2fs instead", exc, timeout)
@@ -79,6 +83,7 @@ class IdleWait:
                 self._stopping.wait(timeout)
         finally:
             self.waiting = False
+            self._cut = False
             self._blocking_since = None
             if alarm is not None:
                 alarm.cancel()
@@ -93,6 +98,16 @@ class IdleWait:
     def interrupt(self) -> None:
         if self._waiters is not None:
             self._waiters.interrupt()
+        blocker = self._blocker
+        if blocker is not None:
+            blocker.connection_pool.disconnect()
+
+    def cut(self) -> None:
+        """End the current (or the next) wait now: the worker got room for queues it was
+        not waiting for. The blocking connection is cut, and opened again by the next wait."""
+        self._cut = True
+        if self._waiters is not None:
+            self._waiters.cut()
         blocker = self._blocker
         if blocker is not None:
             blocker.connection_pool.disconnect()
@@ -160,14 +175,17 @@ class QueueWaiters:
         self._keys = [QueueKeys.of(q).wake for q in queues]
         self._socket_timeout = socket_timeout  # the block time plus slack: a hung read fails
         self._block_s = 0.0
+        self._active: set[str] = set(self._keys)  # the wake keys the fetcher waits for
+        self._changed = threading.Condition()  # _active changed, or closed
         self._idle = threading.Event()  # the fetcher is waiting: the threads block
         self._woken = threading.Event()  # a wake key was popped while it waited
         self._closed = threading.Event()
         self._blockers: dict[str, redis.Redis] = {}
         self._threads: list[threading.Thread] = []
 
-    def wait(self, timeout: float) -> None:
-        """Return when one of the queues is woken, on ``interrupt``, or after ``timeout``."""
+    def wait(self, timeout: float, keys: Sequence[str]) -> None:
+        """Return when one of ``keys`` is woken, on ``interrupt`` or ``cut``, or after
+        ``timeout``."""
         if not self._threads:
             self._threads = [
                 threading.Thread(
@@ -178,6 +196,9 @@ class QueueWaiters:
             for thread in self._threads:
                 thread.start()
         self._block_s = timeout
+        with self._changed:
+            self._active = set(keys)
+            self._changed.notify_all()
         self._idle.set()
         self._woken.wait(timeout)
         self._idle.clear()
@@ -189,8 +210,15 @@ class QueueWaiters:
         for blocker in self._blockers.copy().values():  # copy(): atomic, threads add to it
             blocker.connection_pool.disconnect()
 
+    def cut(self) -> None:
+        """End a ``wait`` now; the blocking reads go on (a wake-up they take meanwhile
+        is given back)."""
+        self._woken.set()
+
     def close(self) -> None:
         self._closed.set()
+        with self._changed:
+            self._changed.notify_all()
         self._idle.set()  # threads waiting for the next idle period see the close
         self.interrupt()
         for thread in self._threads:
@@ -198,6 +226,10 @@ class QueueWaiters:
 
     def _watch(self, key: str) -> None:
         while self._idle.wait() and not self._closed.is_set():
+            if key not in self._active:  # its queue has no room: its wake-up is for others
+                with self._changed:
+                    self._changed.wait_for(lambda: key in self._active or self._closed.is_set())
+                continue
             try:
                 self._wait_once(key)
             except Exception as exc:  # this thread is the queue's wake-up: it must not die
@@ -230,7 +262,7 @@ class QueueWaiters:
         popped = blocker.bzpopmin([key], max(self._block_s, 0.001))
         if popped is None:
             return
-        if self._idle.is_set():
+        if self._idle.is_set() and key in self._active:
             self._woken.set()
         else:
             _, member, score = popped

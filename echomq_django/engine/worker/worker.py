@@ -23,7 +23,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..events import EventLog
 from ..jobs import DEFAULT_CRASH_BUDGET, DEFAULT_LEASE_MS, Jobs
@@ -41,6 +41,7 @@ from .fetcher import Fetcher
 from .heartbeat import Alarm, Heartbeat
 from .ledger import Ledger
 from .running import Runner
+from .shares import plan
 from .stats import Tally, WorkerStats
 from .waiting import IdleWait
 
@@ -55,7 +56,11 @@ def default_worker_id() -> str:
 
 
 class Worker:
-    """Leased processing of ``queues`` (the first has precedence) with ``handler``."""
+    """Leased processing of ``queues`` (the first has precedence) with ``handler``.
+
+    ``sizes`` reserves slots for queues: ``{"default": 4, "slow": 1}`` runs at most 4
+    jobs of ``default`` and 1 of ``slow`` at once, and neither ever waits for the
+    other's slots; unsized queues share the slots left (``shares``)."""
 
     def __init__(
         self,
@@ -77,6 +82,7 @@ class Worker:
         crash_budget: int = DEFAULT_CRASH_BUDGET,
         child_handler: str | None = None,
         child_initializer: str | None = None,
+        sizes: Mapping[str, int] | None = None,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -102,6 +108,7 @@ class Worker:
         self.time_limit_s = time_limit_s
         self.crash_budget = crash_budget
         self.slots = concurrency * max(processes, 1)  # jobs run at once: executor threads
+        shares = plan(self.queues, dict(sizes or {}), self.slots)
         self.lease_ms = lease_ms
         self.burst = burst
         self.max_jobs = max_jobs
@@ -125,7 +132,7 @@ class Worker:
             child_handler=child_handler,
             initializer=child_initializer,
         )
-        self._ledger = Ledger(self.slots, can_isolate=self._runner.can_isolate)
+        self._ledger = Ledger(shares, can_isolate=self._runner.can_isolate)
         events = EventLog()  # job events for the queues' streams (``echomq tail``)
         alarm = Alarm()
         self._idle = IdleWait(jobs, self.queues, idle_block_s, self._stopping)

@@ -1,4 +1,4 @@
-"""``manage.py runworker [QUEUE ...]``: run Django tasks from EchoMQ queues.
+"""``manage.py runworker [QUEUE[:SLOTS] ...]``: run Django tasks from EchoMQ queues.
 
 This command only adapts settings, arguments and signals; the work is done by
 :class:`echomq_django.engine.worker.Worker` with ``execution.execute`` as handler.
@@ -6,6 +6,7 @@ This command only adapts settings, arguments and signals; the work is done by
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from typing import Any
@@ -39,6 +40,53 @@ logger = logging.getLogger("echomq.runworker")
 SWITCH_INTERVAL_S = 0.001
 
 
+def queue_spec_arg(value: str) -> tuple[str, int | None]:
+    """argparse type: ``QUEUE`` or ``QUEUE:SLOTS``, the slots reserved for that queue."""
+    name, colon, size = value.partition(":")
+    name = queue_arg(name)
+    if not colon:
+        return name, None
+    if not (size.isascii() and size.isdigit()) or int(size) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: give a queue's slots as QUEUE:N, N a whole number of at least 1"
+        )
+    return name, int(size)
+
+
+def worker_shape(
+    specs: list[tuple[str, int | None]], concurrency: int | None, processes: int
+) -> tuple[list[str], dict[str, int], int]:
+    """The queues, their sizes and the concurrency (per process) the arguments ask for.
+
+    Without sizes, --concurrency defaults to 1 as it always has. With every queue
+    sized it defaults to their sum (split over --processes, which must divide it);
+    with some unsized it must be given, and they share what the sized ones leave.
+    """
+    queues = [name for name, _ in specs] or ["default"]
+    sizes = {name: size for name, size in specs if size is not None}
+    if sizes:
+        twice = sorted({q for q in queues if queues.count(q) > 1})
+        if twice:
+            raise CommandError(f"queue(s) named twice: {', '.join(twice)}")
+    if concurrency is not None:
+        return queues, sizes, concurrency
+    if not sizes:
+        return queues, sizes, 1
+    if len(sizes) < len(queues):
+        unsized = ", ".join(q for q in queues if q not in sizes)
+        raise CommandError(
+            f"give --concurrency: the unsized queue(s) {unsized} share the slots it leaves "
+            f"beyond the {sum(sizes.values())} the sized ones take"
+        )
+    total, per = sum(sizes.values()), max(processes, 1)
+    if total % per:
+        raise CommandError(
+            f"the queue sizes add up to {total} slots, which {per} processes cannot share "
+            "evenly: give --concurrency"
+        )
+    return queues, sizes, total // per
+
+
 class Command(BaseCommand):
     help = (
         "Run an EchoMQ worker: lease jobs from the given queues (default: 'default'), run "
@@ -51,17 +99,21 @@ class Command(BaseCommand):
         parser.add_argument(
             "queues",
             nargs="*",
-            metavar="QUEUE",
-            type=queue_arg,
-            help="Queues to serve, in order of precedence (default: default).",
+            metavar="QUEUE[:SLOTS]",
+            type=queue_spec_arg,
+            help="Queues to serve, in order of precedence (default: default). QUEUE:SLOTS "
+            "reserves that many of the worker's slots for the queue: at most SLOTS of its "
+            "jobs run at once, and its jobs never wait for another queue's (e.g. "
+            "'default:4 slow:1'). Unsized queues share the slots the sized ones leave; "
+            "without sizes all queues share every slot.",
         )
         parser.add_argument(
             "--concurrency",
             type=count_arg,
-            default=1,
             metavar="N",
-            help="Jobs run at once, each in its own thread (default: 1); with --processes, "
-            "per child process.",
+            help="Jobs run at once, each in its own thread (default: 1, or with every queue "
+            "sized the sum of their slots); with --processes, per child process. With some "
+            "queues sized and some not, give it: the unsized share what the sized leave.",
         )
         parser.add_argument(
             "--processes",
@@ -147,13 +199,17 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         setup_logging(options["verbosity"])
+        queues, sizes, concurrency = worker_shape(
+            options["queues"], options["concurrency"], options["processes"]
+        )
         jobs = connect()
         try:
             worker = Worker(
                 jobs,
-                options["queues"] or ["default"],
+                queues,
                 execute,
-                concurrency=options["concurrency"],
+                sizes=sizes,
+                concurrency=concurrency,
                 lease_ms=round(options["lease"] * 1000),
                 name=options["name"],
                 burst=options["burst"],
@@ -178,7 +234,7 @@ class Command(BaseCommand):
             worker.id,
             jobs.connector.safe_url,
             server_version(jobs.connector),
-            ", ".join(worker.queues),
+            ", ".join(f"{q}:{sizes[q]}" if q in sizes else q for q in worker.queues),
             f"{worker.processes} processes x {worker.concurrency} threads"
             if worker.processes
             else f"concurrency {worker.concurrency}",
