@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management.base import CommandError
@@ -26,6 +25,7 @@ from . import conf, schedules
 from .engine.errors import InvalidSchedule
 from .engine.keyspace import validate_schedule_name
 from .engine.scheduler import Scheduler, StoredSchedule
+from .engine.times import from_ms
 from .management import queue_arg
 from .metrics import known_queues
 
@@ -118,7 +118,8 @@ def as_document(s: StoredSchedule) -> dict[str, Any]:
 
 
 def _when(ms: int | None) -> str:
-    return "—" if ms is None else f"{datetime.fromtimestamp(ms / 1000, UTC):%Y-%m-%d %H:%M:%S} UTC"
+    moment = None if ms is None else from_ms(ms)
+    return "—" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def schedules_view(found: list[StoredSchedule], now_ms: int | None) -> Table:

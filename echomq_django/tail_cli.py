@@ -19,7 +19,7 @@ import json
 import signal
 import time
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
@@ -27,6 +27,7 @@ from . import conf
 from .engine import events
 from .engine.events import JobEvent
 from .engine.nodes import server_time_us
+from .engine.times import from_ms
 from .management import printable, queue_arg, seconds_arg
 from .metrics import known_queues
 
@@ -49,10 +50,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _local(at_ms: int) -> datetime:
+    """A stream entry's server time, in the operator's local zone (as the job log is)."""
+    moment = from_ms(at_ms)
+    return (moment or datetime.now(UTC)).astimezone()
+
+
 def line(event: JobEvent) -> str:
     """The human line: time, outcome, job, task, then key=value as the job log has them."""
     d = event.as_dict()
-    when = datetime.fromtimestamp(event.at_ms / 1000).astimezone()
+    when = _local(event.at_ms)
     text = f"{when.isoformat(timespec='milliseconds')} {d['outcome']:<9} {d['job_id']} "
     text += f"{d['task'] or '?'}"
     if d["detail"]:
@@ -70,7 +77,7 @@ def line(event: JobEvent) -> str:
 
 
 def document(event: JobEvent) -> dict[str, Any]:
-    when = datetime.fromtimestamp(event.at_ms / 1000).astimezone()
+    when = _local(event.at_ms)
     return {"time": when.isoformat(timespec="milliseconds"), **event.as_dict()}
 
 

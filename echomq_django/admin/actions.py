@@ -15,7 +15,8 @@ from ..engine.errors import WrongState
 from ..engine.jobs import Jobs
 from ..engine.keyspace import STATES
 from ..engine.scheduler import Scheduler
-from .presenters import from_ms, plural
+from ..engine.times import from_ms
+from .presenters import plural
 
 
 @dataclass(frozen=True, slots=True)

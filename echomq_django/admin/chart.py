@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from django.utils import timezone
+
+from ..engine.times import from_ms
 
 Series = Sequence[tuple[int, int, int]]  # (unix minute, completed, failed), oldest first
 
@@ -89,7 +90,8 @@ def nice_top(peak: int) -> int:
 
 
 def _minute_label(minute: int) -> str:
-    moment = datetime.fromtimestamp(minute * 60, tz=UTC)
+    moment = from_ms(minute * 60_000)
+    assert moment is not None  # a minute of the server clock: always a datetime
     return timezone.localtime(moment).strftime("%H:%M")
 
 

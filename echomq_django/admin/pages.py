@@ -39,6 +39,7 @@ from ..engine.jobs import Job
 from ..engine.keyspace import STATES, validate_job_id
 from ..engine.registry import list_workers
 from ..engine.stored import StoredRow, find_queue, read_stored
+from ..engine.times import MS, US, from_server
 from ..metrics import known_queues  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
 from .actions import JOB_ACTIONS, QUEUE_ACTIONS, Action
 from .chart import Series, merge, sparkline, throughput_chart
@@ -51,7 +52,6 @@ from .presenters import (
     bad_time,
     error_list,
     int_or_none,
-    moment,
     plural,
     pretty_json,
 )
@@ -282,14 +282,14 @@ class EchoMQAdmin:
     def job_times(job: Job) -> list[tuple[str, datetime | None, str]]:
         """(label, moment, why it cannot be shown) of each of the row's times."""
         return [
-            (label, moment(value, scale), bad_time(value, scale))
+            (label, from_server(value, scale), bad_time(value, scale))
             for label, value, scale in (
-                ("Enqueued", job.enqueued_at, 1e6),
-                ("Due", job.due_ms, 1e3),
-                ("First started", job.started_at, 1e6),
-                ("Last attempted", job.last_attempted_at, 1e6),
-                ("Lease deadline", job.lease_deadline, 1e3),
-                ("Finished", job.finished_at, 1e6),
+                ("Enqueued", job.enqueued_at, US),
+                ("Due", job.due_ms, MS),
+                ("First started", job.started_at, US),
+                ("Last attempted", job.last_attempted_at, US),
+                ("Lease deadline", job.lease_deadline, MS),
+                ("Finished", job.finished_at, US),
             )
         ]
 

@@ -17,35 +17,16 @@ from ..engine.errors import InvalidJobId
 from ..engine.jobs import Job
 from ..engine.keyspace import validate_job_id
 from ..engine.registry import WorkerInfo
+from ..engine.rows import counted_attempts_of
+from ..engine.times import MS, US, from_ms, from_server, from_us
 from ..exceptions import PayloadError
 from ..payload import Payload
 from .chart import Sparkline
 
 
-def from_us(value: object) -> datetime | None:
-    """A row's ``*_at`` field (server µs) as an aware datetime; None if absent or bad."""
-    return moment(value, 1e6)
-
-
-def from_ms(value: object) -> datetime | None:
-    """A row's ``*_ms`` field or ``lease_deadline`` (server ms) as an aware datetime."""
-    return moment(value, 1e3)
-
-
-def moment(value: object, per_second: float) -> datetime | None:
-    """None when absent, not a number, or past what a datetime holds (a due time of 2**52 ms)."""
-    number = int_or_none(value)
-    if number is None:
-        return None
-    try:
-        return datetime.fromtimestamp(number / per_second, tz=UTC)
-    except (ValueError, OverflowError, OSError):
-        return None
-
-
-def bad_time(value: object, per_second: float) -> str:
+def bad_time(value: object, per_second: int) -> str:
     """Why a stored time cannot be shown ("" when it can, or when there is none)."""
-    if value in (None, "") or moment(value, per_second) is not None:
+    if value in (None, "") or from_server(value, per_second) is not None:
         return ""
     return f"not a time: {str(value)[:40]}"
 
@@ -123,12 +104,6 @@ class ShownPayload:
         )
 
 
-def _counted_attempts(fields: dict[str, str | None]) -> int | None:
-    """The row's attempts minus its refunds, as ``Job.counted_attempts`` (None without a row)."""
-    attempts = int_or_none(fields.get("attempts"))
-    return None if attempts is None else attempts - (int_or_none(fields.get("refunds")) or 0)
-
-
 @dataclass(frozen=True, slots=True)
 class ListedJob:
     """One entry of a place's sorted set with the row fields a list shows."""
@@ -166,7 +141,7 @@ class ListedJob:
             id=job_id,
             task=fields.get("task") or "",
             priority=int_or_none(fields.get("priority")),
-            attempts=_counted_attempts(fields),
+            attempts=counted_attempts_of(fields),
             max_attempts=int_or_none(fields.get("max_attempts")),
             enqueued=from_us(fields.get("enqueued_at")),
             started=from_us(fields.get("started_at")),
@@ -183,8 +158,8 @@ class ListedJob:
 
 # The row's time fields and their units per second (µs for *_at, ms for the others).
 TIME_FIELDS = {
-    "enqueued_at": 1e6, "started_at": 1e6, "last_attempted_at": 1e6, "finished_at": 1e6,
-    "due_ms": 1e3, "lease_deadline": 1e3,
+    "enqueued_at": US, "started_at": US, "last_attempted_at": US, "finished_at": US,
+    "due_ms": MS, "lease_deadline": MS,
 }  # fmt: skip
 
 

@@ -22,10 +22,10 @@ from ..engine.errors import CorruptRow, InvalidSchedule
 from ..engine.jobs import Jobs
 from ..engine.scheduler import Scheduler, StoredSchedule
 from ..engine.schedules import Schedule
+from ..engine.times import from_ms
 from ..metrics import known_queues
 from .actions import SCHEDULE_ACTIONS, Action
 from .pages import EchoMQAdmin, server_errors
-from .presenters import from_ms
 
 
 @dataclass(frozen=True, slots=True)
