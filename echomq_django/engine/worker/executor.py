@@ -1,6 +1,10 @@
-"""The worker's executors: one thread per slot, each taking the next claimed job and
-running it (``running.Runner``: in this thread, or in a child process), then ending
-its lease by its outcome.
+"""The worker's executors: threads taking the next claimed job, running it
+(``running.Runner``), then ending its lease by its outcome (``_end``).
+
+In thread mode there is one per slot, and the job runs in it. In process mode there
+is one per child: it hands the child jobs while the child has a free thread and
+does not wait for them; the child's reader thread ends each one through ``_end``
+(a thread blocked per job, woken per outcome, cost a third of the throughput).
 
 A run in a thread that outlives its soft stop (stuck in one C call) is *abandoned*:
 its failure is recorded at once and a new thread takes its slot; the stuck thread
@@ -146,7 +150,7 @@ class Executors:
             self._runner.hand_off(slot, lease.key, lease.claimed, limit_s, ended)
             return True
         try:
-            outcome = self._runner.run(slot, lease.key, lease.claimed, lease.solo, limit_s)
+            outcome = self._runner.run(lease.key, lease.claimed, lease.solo, limit_s)
         except (TimeLimitExceeded, Cancelled) as exc:  # a soft stop landing as the run ended
             outcome = stopped_failure(type(exc), "stopped as it ended")
         self._end(lease, outcome)

@@ -6,9 +6,10 @@ process; and how a time limit (or a cancel) stops it.
   task stuck in one long C call sees it only when the call returns, so past the
   hard grace the run is *abandoned*: its failure is recorded at once, another
   thread takes its slot, and the stuck thread's eventual outcome is discarded.
-* Process mode (``processes`` > 0): each executor's handler runs in a child
-  process (``children.Child``, ``threads`` jobs at once). A soft stop is raised in
-  the child; past the hard grace the parent kills the child.
+* Process mode (``processes`` > 0): jobs are handed off (``hand_off``) to child
+  processes (``children.Child``, ``threads`` jobs at once) and end in the child's
+  reader thread. A soft stop is raised in the child; past the hard grace the
+  limit watch (the heartbeat's thread, never task code) kills the child.
 * A **solo** job (it was running when a worker died) runs in a child of its own
   whenever the handler can be sent to one (a module-level function), in either
   mode: if that child dies, the crash is the job's beyond doubt, and a SIGKILL of
@@ -115,21 +116,18 @@ class Runner:
         before it takes a job, and the job's end gives it back); None in thread mode."""
         return self._rooms[slot % len(self._rooms)] if self._rooms else None
 
-    def run(self, slot: int, key: Key, claimed: Claimed, solo: bool, limit_s: float) -> RunResult:
-        """Run the handler on ``claimed`` in ``slot``'s place; blocks until it ends."""
-        if solo or not self._children:
-            child = self._solo_child if solo else None
-            run = self._begin(key, limit_s, child)
-            if child is None:
-                try:
-                    return call_handler(self.handler, claimed)
-                except (TimeLimitExceeded, Cancelled) as exc:  # it landed outside the task
-                    return stopped_failure(type(exc), str(exc) or "stopped")
-                finally:
-                    self._end(run)
-        else:
-            child, run = self._children[slot % len(self._children)], self._begin(key, limit_s)
-            run.child = child
+    def run(self, key: Key, claimed: Claimed, solo: bool, limit_s: float) -> RunResult:
+        """Run the handler on ``claimed`` in this thread, or a solo job in the solo
+        child (other jobs of process mode go through ``hand_off``); blocks until it ends."""
+        child = self._solo_child if solo else None
+        run = self._begin(key, limit_s, child)
+        if child is None:
+            try:
+                return call_handler(self.handler, claimed)
+            except (TimeLimitExceeded, Cancelled) as exc:  # it landed outside the task
+                return stopped_failure(type(exc), str(exc) or "stopped")
+            finally:
+                self._end(run)
         ended = threading.Event()
         result: list[RunResult] = []
 
