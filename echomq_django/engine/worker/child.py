@@ -21,7 +21,15 @@ from typing import Any
 from ..errors import Cancelled, TimeLimitExceeded
 from ..jobs import Claimed
 from ..outcome import call_handler
-from .children import Key, claimed_from_json, decode, encode, outcome_json, raise_in_thread
+from .children import (
+    Key,
+    Message,
+    claimed_from_json,
+    decode,
+    encode,
+    outcome_json,
+    raise_in_thread,
+)
 
 
 def resolve(ref: Any) -> Any:
@@ -58,9 +66,9 @@ def _child_main(conn: Any, handler: Any, initializer: Any, threads: int, parent:
     if initializer:
         resolve(initializer)()
     handler = resolve(handler)
-    send_lock = threading.Lock()
     running: dict[Key, int] = {}  # key -> the thread running it
     work: queue.SimpleQueue[tuple[Key, Claimed]] = queue.SimpleQueue()
+    outbox = _Outbox(conn)
 
     def serve() -> None:  # one of ``threads`` long-lived threads: no thread per job
         while True:
@@ -70,20 +78,46 @@ def _child_main(conn: Any, handler: Any, initializer: Any, threads: int, parent:
                 outcome = call_handler(handler, claimed)
             finally:
                 running.pop(key, None)
-            with send_lock:
-                conn.send_bytes(encode("done", key, outcome_json(outcome)))
+            outbox.send(("done", key, outcome_json(outcome)))
 
     for _ in range(threads):
         threading.Thread(target=serve, daemon=True).start()
     while True:
         try:
-            kind, key, arg = decode(conn.recv_bytes())
+            frame = decode(conn.recv_bytes())
         except (EOFError, OSError):
             os._exit(0)
-        if kind == "run":
-            work.put((key, claimed_from_json(arg)))
-        elif kind == "stop" and key in running and arg in _STOPS:
-            raise_in_thread(running[key], _STOPS[arg])
+        for kind, key, arg in frame:
+            if kind == "run":
+                work.put((key, claimed_from_json(arg)))
+            elif kind == "stop" and key in running and arg in _STOPS:
+                raise_in_thread(running[key], _STOPS[arg])
+
+
+class _Outbox:
+    """Outcomes to the parent. The thread that finds no send under way sends, and goes
+    on sending what others queued meanwhile, in one frame each time: no outcome
+    waits for a later job, and under load many share one write."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._queued: list[Message] = []
+        self._sending = False
+
+    def send(self, message: Message) -> None:
+        with self._lock:
+            self._queued.append(message)
+            if self._sending:
+                return  # the sender takes it with its next frame
+            self._sending = True
+        while True:
+            with self._lock:
+                batch, self._queued = self._queued, []
+                if not batch:
+                    self._sending = False
+                    return
+            self._conn.send_bytes(encode(*batch))
 
 
 _STOPS: dict[str, type[BaseException]] = {

@@ -10,7 +10,8 @@ over one pipe:
   it inside that job's thread (the soft stop, which task code can observe);
 * child -> parent ``done`` (a key and the outcome: a result or a failure).
 
-Messages are JSON (``send_bytes``), never pickle: a row's text goes to the child as
+A frame carries one or more messages: outcomes that end while the child is sending
+go together in its next frame. Messages are JSON (``send_bytes``), never pickle: a row's text goes to the child as
 data, whatever it holds. The parent keeps the leases (its heartbeat is not in the child, so a task holding
 the GIL in a C call cannot starve it), and it sees a child die: ``run`` then
 answers ``ChildDied`` for every job the child was running, which is how the worker
@@ -52,19 +53,31 @@ class ChildDied(Exception):
         self.exitcode = exitcode
         self.running = running  # jobs the child was running when it died, this one included
         self.killed_for = killed_for  # the job whose stop made the parent kill it, if any
-        how = f"exit status {exitcode}" if exitcode is None or exitcode >= 0 else None
-        how = how or f"signal {signal.Signals(-exitcode).name}"
+        if exitcode is None or exitcode >= 0:
+            how = f"exit status {exitcode}"
+        else:  # killed by a signal: subprocess reports it negated
+            how = f"signal {signal.Signals(-exitcode).name}"
         super().__init__(f"its process died ({how}) while running {running} job(s)")
 
 
-@dataclass(eq=False)
-class _Pending:
-    done: threading.Event = field(default_factory=threading.Event)
-    outcome: Any = None
+OnEnd = Callable[[Any], None]  # takes the job's outcome, or a ChildDied
+
+
+@dataclass(eq=False, slots=True)
+class _Process:
+    """One process of a child, and what is its own: a restarted child's jobs and the
+    reason for a kill never mix with the previous process's."""
+
+    popen: subprocess.Popen[bytes]
+    conn: Connection
+    pending: dict[Key, OnEnd] = field(default_factory=dict)
+    killed_for: Key | None = None
 
 
 class Child:
-    """One child process serving jobs; ``run`` blocks until the job's outcome or the child's death."""
+    """One child process serving up to ``threads`` jobs at once; ``run`` sends one and
+    returns, and the child's reader thread hands its outcome (or the child's death)
+    to the job's ``on_end``."""
 
     def __init__(
         self,
@@ -80,14 +93,11 @@ class Child:
         self.threads = threads
         self.initializer = initializer
         self._lock = threading.Lock()
-        self._pending: dict[Key, _Pending] = {}
-        self._process: Any = None
-        self._conn: Any = None
-        self._killed_for: Key | None = None
+        self._process: _Process | None = None
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
+        return self._process.popen.pid if self._process is not None else None
 
     def start(self) -> None:
         """Start the process: a fresh interpreter (``python -m`` this module), not a
@@ -101,82 +111,77 @@ class Child:
         # The child imports what this process can: its sys.path (a manage.py's folder is
         # on it only as the script's own) goes along.
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        process = subprocess.Popen(
+        popen = subprocess.Popen(
             argv, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True, env=env
         )
         theirs.close()
-        parent_end = Connection(ours.detach())
-        self._process, self._conn, self._killed_for = process, parent_end, None
+        self._process = process = _Process(popen, Connection(ours.detach()))
         threading.Thread(
-            target=self._read, args=(process, parent_end), name="echomq-child-reader", daemon=True
+            target=self._read, args=(process,), name="echomq-child-reader", daemon=True
         ).start()
 
     def alive(self) -> bool:
-        return self._process is not None and self._process.poll() is None
+        return self._process is not None and self._process.popen.poll() is None
 
-    def run(self, key: Key, claimed: Claimed) -> _Pending:
-        """Send the job; wait on the returned pending's ``done`` (its ``outcome`` is the
-        handler's, or a ``ChildDied``)."""
-        pending = _Pending()
+    def run(self, key: Key, claimed: Claimed, on_end: OnEnd) -> None:
+        """Send the job and return: the reader thread calls ``on_end`` with its outcome
+        (the handler's, or a ``ChildDied``), exactly once."""
         with self._lock:
             if not self.alive():
                 self.start()
-            self._pending[key] = pending
+            process = self._process
+            assert process is not None
+            # Registered under the lock: the reader of a process that died takes its
+            # jobs under it too, after the death (alive() above restarts a dead one).
+            process.pending[key] = on_end
             with contextlib.suppress(OSError, EOFError, ValueError):
-                self._conn.send_bytes(encode("run", key, claimed_json(claimed)))
-        return pending
+                process.conn.send_bytes(encode(("run", key, claimed_json(claimed))))
 
     def stop(self, key: Key, exc: type[BaseException]) -> None:
         """The soft stop: raise ``exc`` inside the job's thread in the child."""
         with self._lock:
-            if key in self._pending and self._conn is not None:
+            process = self._process
+            if process is not None and key in process.pending:
                 with contextlib.suppress(OSError, EOFError, ValueError):
-                    self._conn.send_bytes(encode("stop", key, exc.__name__))
+                    process.conn.send_bytes(encode(("stop", key, exc.__name__)))
 
     def kill(self, for_key: Key | None = None) -> None:
         """SIGKILL the child (``for_key``'s job outlived its soft stop, or a shutdown's
         grace ran out) and wait until it is gone: only then may its jobs go elsewhere."""
         process = self._process
-        if process is not None and process.poll() is None:
-            self._killed_for = for_key
-            process.kill()
-            process.wait(10)
+        if process is not None and process.popen.poll() is None:
+            process.killed_for = for_key
+            process.popen.kill()
+            process.popen.wait(10)
 
     def close(self) -> None:
         self.kill()
-        if self._conn is not None:
-            self._conn.close()
+        if self._process is not None:
+            self._process.conn.close()
 
-    @property
-    def running(self) -> int:
-        with self._lock:
-            return len(self._pending)
-
-    def _read(self, process: Any, conn: Any) -> None:
-        """Hand each outcome to its waiter; when the child is gone, every waiter left
-        gets ``ChildDied`` (with the number of jobs it was running)."""
+    def _read(self, process: _Process) -> None:
+        """Hand each outcome to its job's ``on_end`` (in this thread: no executor is
+        woken per job); when the process is gone, every job left in it gets
+        ``ChildDied`` (with the number of jobs it was running)."""
+        pending = process.pending
         while True:
             try:
-                kind, key, outcome = decode(conn.recv_bytes())
+                frame = decode(process.conn.recv_bytes())
             except (EOFError, OSError):
                 break
-            if kind == "done":
-                outcome = outcome_from_json(outcome)
-                with self._lock:
-                    pending = self._pending.pop(key, None)
-                if pending is not None:
-                    pending.outcome = outcome
-                    pending.done.set()
-        process.wait(10)
+            for kind, key, outcome in frame:
+                if kind == "done":
+                    with self._lock:
+                        on_end = pending.pop(key, None)
+                    if on_end is not None:
+                        on_end(outcome_from_json(outcome))
+        process.popen.wait(10)
         with self._lock:
-            if self._process is process:
-                left, self._pending = self._pending, {}
-            else:
-                left = {}
-        died = ChildDied(process.returncode, len(left), self._killed_for)
-        for pending in left.values():
-            pending.outcome = died
-            pending.done.set()
+            left = list(pending.values())
+            pending.clear()
+        died = ChildDied(process.popen.returncode, len(left), process.killed_for)
+        for on_end in left:
+            on_end(died)
 
 
 def raise_in_thread(thread_id: int, exc: type[BaseException] | None) -> bool:
@@ -187,20 +192,24 @@ def raise_in_thread(thread_id: int, exc: type[BaseException] | None) -> bool:
     inside a long C call sees it only when the call returns (say so to users).
     """
     set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
-    return set_async(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None) == 1
+    changed: int = set_async(ctypes.c_ulong(thread_id), ctypes.py_object(exc) if exc else None)
+    return changed == 1
 
 
 def _path_of(function: Any) -> str:
     return f"{function.__module__}:{function.__qualname__}"
 
 
-def encode(kind: str, key: Key, body: Any) -> bytes:
-    return json.dumps([kind, list(key), body]).encode()
+Message = tuple[str, Key, Any]  # (kind, key, body)
 
 
-def decode(data: bytes) -> tuple[str, Key, Any]:
-    kind, key, body = json.loads(data)
-    return kind, (key[0], key[1], key[2]), body
+def encode(*messages: Message) -> bytes:
+    """One frame: messages sent together cost one write and one wakeup of the reader."""
+    return json.dumps(messages).encode()
+
+
+def decode(data: bytes) -> list[Message]:
+    return [(kind, (key[0], key[1], key[2]), body) for kind, key, body in json.loads(data)]
 
 
 _JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Job))

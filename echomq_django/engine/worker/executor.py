@@ -1,6 +1,10 @@
-"""The worker's executors: one thread per slot, each taking the next claimed job and
-running it (``running.Runner``: in this thread, or in a child process), then ending
-its lease by its outcome.
+"""The worker's executors: threads taking the next claimed job, running it
+(``running.Runner``), then ending its lease by its outcome (``_end``).
+
+In thread mode there is one per slot, and the job runs in it. In process mode there
+is one per child: it hands the child jobs while the child has a free thread and
+does not wait for them; the child's reader thread ends each one through ``_end``
+(a thread blocked per job, woken per outcome, cost a third of the throughput).
 
 A run in a thread that outlives its soft stop (stuck in one C call) is *abandoned*:
 its failure is recorded at once and a new thread takes its slot; the stuck thread
@@ -24,7 +28,7 @@ from .endings import Endings
 from .heartbeat import Alarm
 from .lease import CANCEL_CHECK_S, STAMP_AFTER_S, Lease
 from .ledger import Ledger
-from .running import Crashed, Runner, stopped_failure
+from .running import Crashed, Runner, RunResult, stopped_failure
 
 logger = logging.getLogger("echomq.worker")
 
@@ -61,7 +65,9 @@ class Executors:
         runner.on_abandon = self._abandon
 
     def start(self) -> None:
-        for slot in range(self._slots):
+        # Process mode: one thread per child hands it jobs while it has a free thread
+        # (``Runner.room``); their ends come back through the child's reader.
+        for slot in range(self._runner.processes or self._slots):
             self._start(slot)
 
     def _start(self, slot: int) -> None:
@@ -74,7 +80,10 @@ class Executors:
         return self._completions.flush()
 
     def _loop(self, slot: int) -> None:
+        room = self._runner.room(slot)
         while True:
+            if room is not None:
+                room.acquire()
             lease = self._ledger.take(self._idle)
             if lease is None:
                 return
@@ -83,18 +92,20 @@ class Executors:
             # (A wake only when that is sooner than the alarm: at most one per STAMP_AFTER_S.)
             self._alarm.renew_by(min(lease.renewed_at + CANCEL_CHECK_S,
                                      time.monotonic() + STAMP_AFTER_S), wake=True)  # fmt: skip
+            handed_off = False
             try:
                 if self._stopping.is_set() or not self._mark_started(lease):
                     self._endings.release(lease)
                 elif lease.lost:
                     self._endings.discard(lease)
                 else:
-                    self._process(lease, slot)
+                    handed_off = self._process(lease, slot, room)
             except BaseException:  # never lose an executor thread; the reaper recovers the job
                 logger.exception("job %s: the worker failed while finishing it", lease.claimed.id)
                 self._ledger.forget(lease)
             finally:
-                self._ledger.end_solo(lease)
+                if not handed_off:
+                    self._after(lease, room)
             if lease.abandoned:  # its slot went to a new thread while this one was stuck
                 return
 
@@ -120,15 +131,42 @@ class Executors:
             lease.armed = True
         return True
 
-    def _process(self, lease: Lease, slot: int) -> None:
+    def _process(self, lease: Lease, slot: int, room: threading.Semaphore | None) -> bool:
+        """Run the job, or hand it to a child (True: it ends in ``_end``, called by the
+        child's reader)."""
         lease.begin_run(self._worker_id)  # now: marking it may have taken a round trip
         lease.slot = slot
+        limit_s = self._time_limit(lease)
+        if room is not None and not lease.solo:
+
+            def ended(outcome: RunResult) -> None:
+                try:
+                    self._end(lease, outcome)
+                except BaseException:  # never lose the reader; the reaper recovers the job
+                    logger.exception(
+                        "job %s: the worker failed while finishing it", lease.claimed.id
+                    )
+                    self._ledger.forget(lease)
+                finally:
+                    self._after(lease, room)
+
+            self._runner.hand_off(slot, lease.key, lease.claimed, limit_s, ended)
+            return True
         try:
-            outcome = self._runner.run(
-                slot, lease.key, lease.claimed, lease.solo, self._time_limit(lease)
-            )
+            outcome = self._runner.run(lease.key, lease.claimed, lease.solo, limit_s)
         except (TimeLimitExceeded, Cancelled) as exc:  # a soft stop landing as the run ended
             outcome = stopped_failure(type(exc), "stopped as it ended")
+        self._end(lease, outcome)
+        return False
+
+    def _after(self, lease: Lease, room: threading.Semaphore | None) -> None:
+        """The job no longer takes its executor's place."""
+        self._ledger.end_solo(lease)
+        if room is not None:
+            room.release()
+
+    def _end(self, lease: Lease, outcome: RunResult) -> None:
+        """End the lease by the run's outcome."""
         lease.elapsed_ms = (time.monotonic() - lease.started) * 1000
         self._ledger.ran(lease, lease.elapsed_ms)
         if type(outcome) is Success and not (

@@ -6,9 +6,10 @@ process; and how a time limit (or a cancel) stops it.
   task stuck in one long C call sees it only when the call returns, so past the
   hard grace the run is *abandoned*: its failure is recorded at once, another
   thread takes its slot, and the stuck thread's eventual outcome is discarded.
-* Process mode (``processes`` > 0): each executor's handler runs in a child
-  process (``children.Child``, ``threads`` jobs at once). A soft stop is raised in
-  the child; past the hard grace the parent kills the child.
+* Process mode (``processes`` > 0): jobs are handed off (``hand_off``) to child
+  processes (``children.Child``, ``threads`` jobs at once) and end in the child's
+  reader thread. A soft stop is raised in the child; past the hard grace the
+  limit watch (the heartbeat's thread, never task code) kills the child.
 * A **solo** job (it was running when a worker died) runs in a child of its own
   whenever the handler can be sent to one (a module-level function), in either
   mode: if that child dies, the crash is the job's beyond doubt, and a SIGKILL of
@@ -51,6 +52,7 @@ class Crashed:
 
 
 RunResult = Outcome | Crashed
+OnEnd = Callable[[RunResult], None]
 
 
 def stopped_failure(exc: type[BaseException], why: str) -> Failure:
@@ -68,7 +70,7 @@ class _Run:
     child: Child | None = None
     stop: type[BaseException] | None = None  # the soft stop sent, if any
     stopped_at: float = 0.0
-    abandoned: bool = False
+    hard_stopped: bool = False  # past the hard grace: abandoned (a thread), killed (a child)
     done: bool = False  # the handler returned: no soft stop may be raised in its thread
 
 
@@ -96,10 +98,13 @@ class Runner:
         self.can_isolate = remote is not None
         if processes and remote is None:
             raise ValueError("process mode needs a handler importable by name (child_handler)")
-        self._children = [
-            Child(remote, threads=threads, initializer=initializer) for _ in range(processes)
-        ]
+        self._children = (
+            []
+            if remote is None
+            else [Child(remote, threads=threads, initializer=initializer) for _ in range(processes)]
+        )
         self._solo_child = Child(remote, threads=1, initializer=initializer) if remote else None
+        self._rooms = [threading.Semaphore(threads) for _ in self._children]
         self._runs: dict[Key, _Run] = {}
         self._lock = threading.Lock()
 
@@ -108,27 +113,71 @@ class Runner:
         for child in self._children:
             child.start()
 
-    def run(self, slot: int, key: Key, claimed: Claimed, solo: bool, limit_s: float) -> RunResult:
-        """Run the handler on ``claimed`` in ``slot``'s place; blocks until it ends."""
-        deadline = time.monotonic() + limit_s if limit_s > 0 else _NEVER
+    def room(self, slot: int) -> threading.Semaphore | None:
+        """Process mode: the free threads of ``slot``'s child (an executor takes one
+        before it takes a job, and the job's end gives it back); None in thread mode."""
+        return self._rooms[slot % len(self._rooms)] if self._rooms else None
+
+    def run(self, key: Key, claimed: Claimed, solo: bool, limit_s: float) -> RunResult:
+        """Run the handler on ``claimed`` in this thread, or a solo job in the solo
+        child (other jobs of process mode go through ``hand_off``); blocks until it ends."""
         child = self._solo_child if solo else None
-        if child is None and self._children:
-            child = self._children[slot % len(self._children)]
+        run = self._begin(key, limit_s, child)
+        if child is None:
+            try:
+                return call_handler(self.handler, claimed)
+            except (TimeLimitExceeded, Cancelled) as exc:  # it landed outside the task
+                return stopped_failure(type(exc), str(exc) or "stopped")
+            finally:
+                self._end(run)
+        ended = threading.Event()
+        result: list[RunResult] = []
+
+        def on_end(outcome: RunResult) -> None:
+            result.append(outcome)
+            ended.set()
+
+        self._send(run, child, claimed, on_end)
+        ended.wait()
+        return result[0]
+
+    def hand_off(
+        self, slot: int, key: Key, claimed: Claimed, limit_s: float, on_end: OnEnd
+    ) -> None:
+        """Process mode: send the job to ``slot``'s child and return at once; its
+        outcome goes to ``on_end`` in the child's reader thread (no thread waits for it)."""
+        child = self._children[slot % len(self._children)]
+        run = self._begin(key, limit_s, child)
+        self._send(run, child, claimed, on_end)
+
+    def _begin(self, key: Key, limit_s: float, child: Child | None = None) -> _Run:
+        deadline = time.monotonic() + limit_s if limit_s > 0 else _NEVER
         run = _Run(key, deadline, thread=threading.get_ident(), child=child)
         # No lock on this path (every job takes it): dict stores are atomic, and a soft
         # stop is raised only into a run not yet done (see ``stop``).
         self._runs[key] = run
-        try:
-            if child is None:
-                return call_handler(self.handler, claimed)
-            return self._in_child(run, child, claimed)
-        except (TimeLimitExceeded, Cancelled) as exc:  # the soft stop landed outside the task
-            return stopped_failure(type(exc), str(exc) or "stopped")
-        finally:
-            run.done = True
-            self._runs.pop(key, None)
-            if child is None and run.stop is not None:  # none may land in its next job
-                raise_in_thread(run.thread, None)
+        return run
+
+    def _end(self, run: _Run) -> None:
+        run.done = True
+        self._runs.pop(run.key, None)
+        if run.child is None and run.stop is not None:  # none may land in its next job
+            raise_in_thread(run.thread, None)
+
+    def _send(self, run: _Run, child: Child, claimed: Claimed, on_end: OnEnd) -> None:
+        def ended(outcome: Outcome | ChildDied) -> None:
+            self._end(run)
+            on_end(self._result(run, outcome))
+
+        child.run(run.key, claimed, ended)
+
+    def _result(self, run: _Run, outcome: Outcome | ChildDied) -> RunResult:
+        if not isinstance(outcome, ChildDied):
+            return outcome
+        if outcome.killed_for == run.key and run.stop is not None:
+            return stopped_failure(run.stop, f"its process was killed {self.hard_grace_s:g}s after")
+        ours = outcome.killed_for is not None
+        return Crashed(str(outcome), alone=outcome.running == 1 and not ours, ours=ours)
 
     def stop(self, key: Key, exc: type[BaseException]) -> None:
         """The soft stop of one run (a cancel, a time limit); the watch enforces the rest."""
@@ -146,27 +195,30 @@ class Runner:
             run.child.stop(key, exc)
 
     def watch(self, now: float) -> float:
-        """Enforce time limits: soft stops at the deadline, abandon thread runs past the
-        hard grace (child runs are killed by their own waiter). Returns when to look again."""
-        due, abandon = [], []
+        """Enforce time limits: soft stops at the deadline; past the hard grace after
+        one, kill a child run's process, abandon a thread run. Returns when to look again."""
+        due, hard = [], []
         runs = list(self._runs.values())
         with self._lock:
             for run in runs:
                 if run.stop is None and now >= run.deadline:
                     due.append(run)
                 elif (
-                    run.child is None
-                    and run.stop
-                    and not run.abandoned
-                    and now >= run.stopped_at + self.hard_grace_s
+                    run.stop and not run.hard_stopped and now >= run.stopped_at + self.hard_grace_s
                 ):
-                    run.abandoned = True
-                    abandon.append(run)
-            soonest = min((r.deadline for r in runs if r.stop is None), default=now + 1)
+                    run.hard_stopped = True
+                    hard.append(run)
+            soonest = min(
+                (r.stopped_at + self.hard_grace_s if r.stop else r.deadline
+                 for r in runs if not r.hard_stopped),
+                default=now + 1,
+            )  # fmt: skip
         for run in due:
             self.stop(run.key, TimeLimitExceeded)
-        for run in abandon:
-            if self.on_abandon is not None:
+        for run in hard:
+            if run.child is not None:
+                run.child.kill(for_key=run.key)  # its reader then ends the run
+            elif self.on_abandon is not None:
                 why = f"{run.stop.__name__ if run.stop else 'stop'}: abandoned after {self.hard_grace_s:g}s"
                 self.on_abandon(run.key, stopped_failure(run.stop or TimeLimitExceeded, why))
         return max(0.02, min(soonest - now, 1.0))
@@ -181,25 +233,6 @@ class Runner:
         for child in [*self._children, self._solo_child]:
             if child is not None:
                 child.close()
-
-    def _in_child(self, run: _Run, child: Child, claimed: Claimed) -> RunResult:
-        pending = child.run(run.key, claimed)
-        while not pending.done.wait(0.05):
-            if run.stop is not None and time.monotonic() >= run.stopped_at + self.hard_grace_s:
-                child.kill(for_key=run.key)
-                pending.done.wait(10)
-                break
-        outcome = pending.outcome
-        if isinstance(outcome, ChildDied):
-            if outcome.killed_for == run.key and run.stop is not None:
-                return stopped_failure(
-                    run.stop, f"its process was killed {self.hard_grace_s:g}s after"
-                )
-            ours = outcome.killed_for is not None
-            return Crashed(str(outcome), alone=outcome.running == 1 and not ours, ours=ours)
-        if outcome is None:
-            return Crashed("its process did not answer", alone=False)
-        return outcome
 
 
 def _importable(obj: object) -> str | None:
