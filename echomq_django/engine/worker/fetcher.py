@@ -31,6 +31,9 @@ from .waiting import IdleWait
 logger = logging.getLogger("echomq.worker")
 
 
+LEFT_OUT_BLOCK_S = 0.5  # the longest idle wait while a full share is left out of it
+
+
 class Fetcher:
     def __init__(
         self,
@@ -124,7 +127,9 @@ class Fetcher:
             return
         self._ledger.blocking({s for s in shares if s not in wants}, self._idle.cut)
         queues = [q for q in self._queues if self._ledger.share_of(q) in wants]
-        self._idle.block(next_due, queues)
+        # A cut that lands just before the blocking command is sent cannot stop it: the
+        # wait is kept short, so a full share's next job waits at most this long.
+        self._idle.block(next_due, queues, at_most_s=LEFT_OUT_BLOCK_S)
 
     def _claim_round(self, wants: dict[Share, int]) -> tuple[int, tuple[int, str] | None]:
         """Claim from the queues in order until each share's want is claimed.

@@ -46,7 +46,13 @@ class IdleWait:
             else None
         )
 
-    def block(self, next_due: tuple[int, str] | None, queues: Sequence[str] = ()) -> None:
+    def block(
+        self,
+        next_due: tuple[int, str] | None,
+        queues: Sequence[str] = (),
+        *,
+        at_most_s: float | None = None,
+    ) -> None:
         """Wait on the server until a queue (of ``queues``, default all) is woken or the
         next scheduled job is due, or until ``cut``.
 
@@ -57,6 +63,8 @@ class IdleWait:
         block: the job starts within a few ms of due, without a reaper.
         """
         timeout, alarm = self._block_s, None
+        if at_most_s is not None:
+            timeout = min(timeout, at_most_s)
         if next_due is not None and next_due[0] / 1000 < timeout:
             wait_ms, queue = max(next_due[0], 0), next_due[1]
             timeout = max(wait_ms, 1) / 1000
