@@ -52,6 +52,10 @@ class ErrorRecord(str):
         record.class_path, record.traceback = path, kept
         return record
 
+    def __reduce__(self) -> tuple[type[ErrorRecord], tuple[str, str]]:
+        """copy, deepcopy and dataclasses.asdict rebuild it from its parts."""
+        return (ErrorRecord, (self.class_path, self.traceback))
+
     @classmethod
     def of(cls, exc: BaseException) -> ErrorRecord:
         """The record of ``exc``: its class path and its traceback, formatted once."""

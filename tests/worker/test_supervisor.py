@@ -193,3 +193,17 @@ def test_cancel_of_a_running_job_from_the_admin_and_the_cli(
         assert "its worker stops it" in done.stdout
     wait_until(lambda: jobs.get("q", job_id).state == "dead", timeout=10)
     assert jobs.get("q", job_id).last_error.startswith("Cancelled")
+
+
+def test_a_task_that_raises_in_a_child_process_is_retried_then_dead(valkey_jobs, valkey_url, spawn):
+    """The failure travels from the child to the parent like a success: no child thread
+    may die on it (its job would wait for ever, its lease renewed by the parent)."""
+    jobs = valkey_jobs
+    failing = jobs.enqueue("q", job(fail=True, max_attempts=2)).id
+    after = jobs.enqueue("q", job(sleep=0)).id
+    spawn("worker", valkey_url, "q", "--processes", "1", "--concurrency", "1")
+    wait_until(lambda: jobs.get("q", failing).state == "dead", timeout=30)
+    wait_until(lambda: jobs.get("q", after).state == "completed", timeout=30)
+    row = jobs.get("q", failing)
+    assert row.counted_attempts == 2 and row.crashes == 0
+    assert [e["exception_class_path"] for e in row.error_list] == ["builtins.RuntimeError"] * 2

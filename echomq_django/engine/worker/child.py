@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -75,10 +76,17 @@ def _child_main(conn: Any, handler: Any, initializer: Any, threads: int, parent:
             key, claimed = work.get()
             running[key] = threading.get_ident()
             try:
-                outcome = call_handler(handler, claimed)
-            finally:
-                running.pop(key, None)
-            outbox.send(("done", key, outcome_json(outcome)))
+                try:
+                    outcome = call_handler(handler, claimed)
+                finally:
+                    running.pop(key, None)
+                outbox.send(("done", key, outcome_json(outcome)))
+            except BaseException:
+                # A thread that cannot answer would leave its job unanswered for ever
+                # while the parent renews its lease: die instead, and the parent's
+                # per-job accounting handles the jobs that ran here (see running.py).
+                traceback.print_exc()
+                os._exit(70)
 
     for _ in range(threads):
         threading.Thread(target=serve, daemon=True).start()

@@ -234,7 +234,8 @@ def claimed_from_json(body: list[Any]) -> Claimed:
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
     if isinstance(outcome, Success):
         return {"result": outcome.result}
-    return {"failure": dataclasses.asdict(outcome)}
+    failure = {f.name: getattr(outcome, f.name) for f in dataclasses.fields(outcome)}
+    return {"failure": {**failure, "error": str(outcome.error)}}  # a plain str on the wire
 
 
 def outcome_from_json(body: dict[str, Any]) -> Outcome:
