@@ -120,6 +120,14 @@ class EchoMQAdmin:
         if not check(request):
             raise PermissionDenied(f"you need the {permission} permission on EchoMQ queues")
 
+    def chosen(self, request: HttpRequest, actions: dict[str, Action], slug: str) -> Action:
+        """The action ``slug`` names (404 if none), once the user may run it (else 403)."""
+        action = actions.get(slug)
+        if action is None:
+            raise Http404(f"unknown action {slug!r}")
+        self.require(request, action.permission)
+        return action
+
     def allowed(self, request: HttpRequest, actions: dict[str, Action], state: str) -> list[Action]:
         """The actions offered in ``state`` that this user holds the permission for."""
         held = {
@@ -335,10 +343,7 @@ class EchoMQAdmin:
         self, request: HttpRequest, queue: str, job_id: str, action: str
     ) -> HttpResponseBase:
         """Retry, run now, cancel or delete one job."""
-        chosen = JOB_ACTIONS.get(action)
-        if chosen is None:
-            raise Http404(f"unknown action {action!r}")
-        self.require(request, chosen.permission)
+        chosen = self.chosen(request, JOB_ACTIONS, action)
         detail = self.url("job", queue=queue, job_id=job_id)
         after = detail if chosen.slug != "delete" else self.url("dashboard")
         return self.act(request, chosen, (queue, job_id), f"Job {job_id}", detail, after)
@@ -346,10 +351,7 @@ class EchoMQAdmin:
     @server_errors
     def queue_action(self, request: HttpRequest, queue: str, action: str) -> HttpResponseBase:
         """Retry all dead jobs of a queue, or purge its dead or completed set."""
-        chosen = QUEUE_ACTIONS.get(action)
-        if chosen is None:
-            raise Http404(f"unknown action {action!r}")
-        self.require(request, chosen.permission)
+        chosen = self.chosen(request, QUEUE_ACTIONS, action)
         state = chosen.states[0]
         listing = self.url("list", queue=queue, state=state)
         count = conf.get_jobs().stats(queue).counts[state]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
 
@@ -123,9 +123,6 @@ class EchoMQScheduleAdmin(EchoMQAdmin):
         self, request: HttpRequest, queue: str, name: str, action: str
     ) -> HttpResponseBase:
         """Pause, resume, run now or remove one schedule."""
-        chosen = SCHEDULE_ACTIONS.get(action)
-        if chosen is None:
-            raise Http404(f"unknown action {action!r}")
-        self.require(request, chosen.permission)
+        chosen = self.chosen(request, SCHEDULE_ACTIONS, action)
         listing = self.url("schedules")
         return self.act(request, chosen, (queue, name), f"Schedule {name}", listing, listing)
