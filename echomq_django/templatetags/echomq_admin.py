@@ -48,3 +48,13 @@ def tally(items: Iterable[str]) -> list[tuple[str, int]]:
     """Each distinct item once, first seen first, with how often it came: a job's workers
     are one per attempt, and three attempts on one worker read as that worker ×3."""
     return list(Counter(items).items())
+
+
+@register.filter
+def iso_moment(text: str) -> datetime | None:
+    """A stored ISO 8601 text (a job's ``run_after`` as Django gave it) as a datetime, so
+    the page shows it in the format of every other time; None if it is not one."""
+    try:
+        return datetime.fromisoformat(str(text))
+    except ValueError:
+        return None

@@ -183,6 +183,15 @@ def test_job_detail_names_each_worker_once_with_its_runs(jobs, superuser):
     assert page.count(">worker-9</code>") == 1 and "×3" in page
 
 
+def test_job_detail_shows_run_after_in_the_format_of_every_other_time(jobs, superuser):
+    job_id = jobs.enqueue(
+        "emails", seed.new_job(run_after="2031-01-02T03:04:05.250000+00:00", due_ms=1924916645250)
+    ).id
+    page = superuser.get(job_url("emails", job_id)).content.decode()
+    assert '2031-01-02 03:04:05.250000</span> <span class="emq-quiet">as the task asked' in page
+    assert 'title="2031-01-02T03:04:05.250000+00:00"' in page  # the stored text, kept
+
+
 def test_job_detail_shows_the_result(jobs, superuser):
     (job_id,) = seed.completed(jobs, "emails")
     page = superuser.get(job_url("emails", job_id)).content.decode()
