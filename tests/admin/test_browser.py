@@ -167,3 +167,16 @@ def test_demo_screenshots(jobs, admin_user, live_server, browser, scheme):
     shot(page, f"job-{scheme}")
     if write_doc:
         page.screenshot(path=str(DOCS / "job-detail.png"), full_page=True)
+
+
+@pytest.mark.parametrize("state", ["pending", "dead"])
+def test_lists_fit_a_420_px_screen(jobs, admin_user, live_server, browser, state):
+    """On a phone the page itself never scrolls sideways: a wide table scrolls in its panel."""
+    seed.dead(jobs, "emails", 3)
+    seed.enqueue(jobs, "emails", 3)
+    page = log_in(browser, live_server, width=420)
+    page.goto(f"{live_server.url}/admin/echomq/queues/emails/{state}/")
+    assert page.locator("#emq-job-list tbody tr").count() == 3
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    shot(page, f"420-{state}-list")
+    assert overflow <= 1
