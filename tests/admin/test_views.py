@@ -192,6 +192,20 @@ def test_job_detail_shows_run_after_in_the_format_of_every_other_time(jobs, supe
     assert 'title="2031-01-02T03:04:05.250000+00:00"' in page  # the stored text, kept
 
 
+def test_job_detail_says_when_and_on_which_worker_each_error_came(jobs, superuser):
+    job_id = jobs.enqueue("emails", seed.new_job(max_attempts=5)).id
+    for worker in ("worker-7", "worker-8"):
+        claim = jobs.claim("emails", worker, count=1, lease_ms=60_000, start_now=1)
+        jobs.retry("emails", job_id, claim.jobs[0].token, error=seed.ERROR,
+                   summary=seed.SUMMARY, backoff_ms=0)  # fmt: skip
+    response = superuser.get(job_url("emails", job_id))
+    page = response.content.decode()
+    first, second = response.context["errors"]
+    assert (first["worker"], second["worker"]) == ("worker-7", "worker-8")
+    assert first["at"] <= second["at"] and first["at"].tzinfo is not None
+    assert "· on worker-7</span>" in page and f"{second['at']:%Y-%m-%d %H:%M:%S}" in page
+
+
 def test_job_detail_shows_the_result(jobs, superuser):
     (job_id,) = seed.completed(jobs, "emails")
     page = superuser.get(job_url("emails", job_id)).content.decode()

@@ -108,9 +108,9 @@ def test_inspect_finds_the_job_in_any_known_queue(jobs):
     found = echomq_cmd("inspect", job_id, "--json").json()
     assert found["id"] == job_id and found["queue"] == "emails"
     assert found["state"] == "dead" and found["attempts"] == 1
-    assert found["errors"] == [
-        {"exception_class_path": "builtins.ValueError", "traceback": "ValueError: boom"}
-    ]
+    [error] = found["errors"]
+    assert isinstance(error.pop("at_us"), int) and error.pop("worker") == "w1"  # when, where
+    assert error == {"exception_class_path": "builtins.ValueError", "traceback": "ValueError: boom"}
 
 
 def test_inspect_shows_the_row_as_a_table(jobs):

@@ -601,4 +601,10 @@ def test_error_list_holds_json_objects_exactly(jobs):
     big = {"exception_class_path": "x.Y", "traceback": 'line\n"quoted" \\ ünï', "n": 2**60 + 1}
     c = claim_one(jobs)
     jobs.retry(QUEUE, c.id, c.token, error=json.dumps(big), summary="x")
-    assert jobs.get(QUEUE, c.id).error_list == [big]  # no rounding, no re-encoding by Lua
+    [kept] = jobs.get(QUEUE, c.id).error_list
+    stamps = {"at_us": kept.pop("at_us"), "worker": kept.pop("worker")}
+    assert kept == big  # no rounding, no re-encoding by Lua
+    # Stamped when and on whose lease it was recorded (the server's clock).
+    assert (
+        stamps["worker"] == WORKER and 0 <= server_ms(jobs) * 1000 + 1000 - stamps["at_us"] < 60e6
+    )

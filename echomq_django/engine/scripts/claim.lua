@@ -124,7 +124,7 @@ repeat
       local token = redis.pcall('HINCRBY', jk, 'attempts', 1)
       if type(token) == 'table' then
         append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.CorruptRow",'
-          .. '"traceback":"attempts is not an integer"}', 'CorruptRow: attempts is not an integer')
+          .. '"traceback":"attempts is not an integer"}', 'CorruptRow: attempts is not an integer', now_us)
         to_dead(jk, id, KEYS[7], KEYS[5])
       else
         -- Only a lease enqueue allows (1 ms .. 7 days): Lua reads 'inf' and 'nan' as

@@ -28,7 +28,7 @@ local holder = row[5] or '?'
 append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.WorkerCrashed",'
   .. '"traceback":"WorkerCrashed: on worker ' .. holder .. ', ' .. ARGV[4]
   .. ' (crash ' .. fmt(crashes) .. ' of ' .. fmt(budget) .. ')"}',
-  'WorkerCrashed: ' .. ARGV[4] .. ' (' .. fmt(crashes) .. '/' .. fmt(budget) .. ')')
+  'WorkerCrashed: ' .. ARGV[4] .. ' (' .. fmt(crashes) .. '/' .. fmt(budget) .. ')', now_us)
 redis.call('HINCRBY', KEYS[5], 'crashed', 1)
 if crashes >= budget then
   to_dead(jk, id, KEYS[3], KEYS[5])

@@ -53,7 +53,7 @@ for _, id in ipairs(expired) do
     local to, cancelled = 'pending', row[9] and row[9] ~= ''
     if cancelled then  -- cancelled while it ran, and its worker is gone
       append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.Cancelled",'
-        .. '"traceback":"Cancelled: ' .. row[9] .. '"}', 'Cancelled: ' .. row[9])
+        .. '"traceback":"Cancelled: ' .. row[9] .. '"}', 'Cancelled: ' .. row[9], now_us)
       redis.call('HINCRBY', KEYS[5], 'cancelled', 1)
       to = 'dead'
     elseif row[4] ~= row[3] then
@@ -67,7 +67,7 @@ for _, id in ipairs(expired) do
       append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.WorkerCrashed",'
         .. '"traceback":"WorkerCrashed: worker ' .. holder .. ' stopped renewing its lease while'
         .. ' this job ran alone on it (crash ' .. fmt(crashes) .. ' of ' .. fmt(budget) .. ')"}',
-        'WorkerCrashed: worker ' .. holder .. ' died running it (' .. fmt(crashes) .. '/' .. fmt(budget) .. ')')
+        'WorkerCrashed: worker ' .. holder .. ' died running it (' .. fmt(crashes) .. '/' .. fmt(budget) .. ')', now_us)
       if crashes >= budget then
         to = 'dead'
       end

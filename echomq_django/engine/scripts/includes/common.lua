@@ -50,10 +50,25 @@ end
 -- row (and the time of this script) without end. An entry starts with
 -- '{"exception_class_path":' (outcome.error_json writes that key first; JSON escapes
 -- any quote inside a string), which is where the oldest one is cut off.
+--
+-- Each entry is stamped with when it was recorded (the server's clock, "at_us") and
+-- on whose lease (the row's holder, "worker", when it is one a row can name): the
+-- keys go last, so an entry still starts with its class path.
 local ERRORS_MAX = ${ROW_ERRORS_MAX_BYTES}
-local function append_error(jk, error_json, summary)
-  local row = redis.call('HMGET', jk, 'errors', 'errors_dropped')
+local function stamped_error(error_json, worker, at_us)
+  local stamp = '"at_us":' .. string.format('%d', at_us)
+  if worker and worker ~= '' and #worker <= 200 and not string.find(worker, '[%c%s"\\]') then
+    stamp = stamp .. ',"worker":"' .. worker .. '"'
+  end
+  if string.sub(error_json, -1) ~= '}' then return error_json end  -- (trailing blanks): as is
+  if string.find(error_json, '^%s*{%s*}$') then return '{' .. stamp .. '}' end
+  return string.sub(error_json, 1, -2) .. ',' .. stamp .. '}'
+end
+
+local function append_error(jk, error_json, summary, at_us)
+  local row = redis.call('HMGET', jk, 'errors', 'errors_dropped', 'worker')
   local errors, dropped = row[1], 0
+  error_json = stamped_error(error_json, row[3], at_us)
   if not errors or errors == '' or errors == '[]' then
     errors = '[' .. error_json .. ']'
   else
