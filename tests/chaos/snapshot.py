@@ -27,6 +27,9 @@ TIMED_PLACES = ("scheduled", "active", "completed", "dead")
 _MINUTE_KEY = re.compile(r":tp:\d+$")
 
 
+_ERROR_AT = re.compile(r'"at_us":\d+')
+
+
 def _text(value: Any) -> str:
     return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
@@ -57,6 +60,8 @@ def normalized(snapshot: Dump) -> Dump:
     for key, (kind, value) in snapshot.items():
         if kind == "hash":
             value = {f: ("T" if f in TIME_FIELDS else v) for f, v in value.items()}
+            if "errors" in value:  # each error record carries when it was recorded
+                value["errors"] = _ERROR_AT.sub('"at_us":T', value["errors"])
         elif kind == "zset" and key.rsplit(":", 1)[-1] in TIMED_PLACES:
             value = [(m, "T") for m, _ in value]
         out[_MINUTE_KEY.sub(":tp:T", key)] = (kind, value)
