@@ -13,10 +13,9 @@ import pytest
 
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Jobs
-from echomq_django.engine.worker import Worker
 from tests.admin.conftest import superuser  # noqa: F401  (test_admin.py's user)
 from tests.support.cluster import SPREAD
-from tests.support.running import RunningWorker
+from tests.support.running import RunningWorker, worker_starter
 
 
 @pytest.fixture
@@ -27,17 +26,5 @@ def jobs(cluster_connector: Connector) -> Jobs:
 @pytest.fixture
 def start_worker(jobs: Jobs) -> Iterator[Callable[..., RunningWorker]]:
     """start_worker(handler, queues, **Worker options) -> RunningWorker, stopped at teardown."""
-    running: list[RunningWorker] = []
-
-    def start(handler, queues=SPREAD, **options) -> RunningWorker:
-        options.setdefault("lease_ms", 2000)
-        options.setdefault("grace_s", 5.0)
-        rw = RunningWorker(Worker(jobs, list(queues), handler, **options))
-        running.append(rw)
-        return rw
-
-    yield start
-    for rw in running:
-        rw.worker.stop()
-    for rw in running:
-        rw.thread.join(10)
+    with worker_starter(jobs, SPREAD, lease_ms=2000) as start:
+        yield start

@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from echomq_django.engine.jobs import Jobs
-from echomq_django.engine.worker import Worker
-from tests.support.running import RunningWorker
+from tests.support.running import RunningWorker, worker_starter
 
 
 @pytest.fixture
@@ -25,17 +24,5 @@ def jobs(connector) -> Jobs:
 @pytest.fixture
 def start_worker(jobs) -> Iterator[Callable[..., RunningWorker]]:
     """start_worker(handler, queues=["q"], **Worker options) -> RunningWorker."""
-    running: list[RunningWorker] = []
-
-    def start(handler, queues=("q",), **options) -> RunningWorker:
-        options.setdefault("lease_ms", 1000)
-        options.setdefault("grace_s", 5.0)
-        rw = RunningWorker(Worker(jobs, list(queues), handler, **options))
-        running.append(rw)
-        return rw
-
-    yield start
-    for rw in running:
-        rw.worker.stop()
-    for rw in running:
-        rw.thread.join(10)
+    with worker_starter(jobs, ("q",), lease_ms=1000) as start:
+        yield start
