@@ -201,6 +201,31 @@ def test_worker_ids_and_start_times_record_the_runs_not_the_claims(jobs):
     assert job.finished_at - job.last_attempted_at >= 1_000
 
 
+@pytest.mark.parametrize("outcome", ["complete", "retry", "extend"])
+def test_a_run_is_stamped_once_when_a_heartbeat_and_its_outcome_cross(jobs, outcome):
+    """The heartbeat's stamp can be in flight when the outcome sends its own (each
+    measured with its own latency): the first holds, so one attempt keeps
+    started_at == last_attempted_at, as Django's contract reads them."""
+    job_id = jobs.enqueue(QUEUE, new(max_attempts=5)).id
+    c = jobs.claim(QUEUE, WORKER, lease_ms=60_000, start_now=1).jobs[0]
+    jobs.extend(QUEUE, job_id, c.token, 60_000, ran_us=5_000)
+    stamped = jobs.get(QUEUE, job_id).last_attempted_at
+    if outcome == "complete":
+        jobs.complete(QUEUE, job_id, c.token, ran_us=1_000)
+    elif outcome == "retry":
+        jobs.retry(QUEUE, job_id, c.token, error='{"traceback": "x"}', summary="x", ran_us=1_000)
+    else:
+        jobs.extend(QUEUE, job_id, c.token, 60_000, ran_us=1_000)
+    job = jobs.get(QUEUE, job_id)
+    assert job.started_at == job.last_attempted_at == stamped
+    # the next run is stamped afresh
+    if outcome == "retry":
+        again = claim_one(jobs)
+        jobs.complete(QUEUE, job_id, again.token, ran_us=0)
+        job = jobs.get(QUEUE, job_id)
+        assert job.started_at == stamped < job.last_attempted_at
+
+
 # -- complete -----------------------------------------------------------------------------
 
 

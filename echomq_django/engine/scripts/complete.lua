@@ -18,7 +18,8 @@
 local reply, done = {}, 0
 for i = 1, #KEYS - 3 do
   local jk, id, token = KEYS[3 + i], ARGV[4 * i - 3], ARGV[4 * i - 2]
-  local stale, row = fence(jk, token, 'complete', 'result_ttl_ms', 'idem', 'started_at', 'limits')
+  local stale, row = fence(jk, token, 'complete', 'result_ttl_ms', 'idem', 'started_at', 'limits',
+    'stamped')
   if stale then
     local was = redis.pcall('HMGET', jk, 'state', 'attempts', 'finished_at')
     if not was.err and was[1] == 'completed' and was[2] == token and was[3] then
@@ -34,10 +35,11 @@ for i = 1, #KEYS - 3 do
     redis.call('ZADD', KEYS[2], fmt(now_ms + ttl), id)
     -- The run's start time (stamp_run, folded into this one HSET: this is the hot path).
     local ran = tonumber(ARGV[4 * i])
-    if ran and ran >= 0 and ran <= now_us then
+    if ran and ran >= 0 and ran <= now_us and row[7] ~= token then
       local began = fmt(now_us - ran)
       redis.call('HSET', jk, 'state', 'completed', 'finished_at', fmt(now_us),
-        'result', ARGV[4 * i - 1], 'last_attempted_at', began, 'started_at', row[5] or began)
+        'result', ARGV[4 * i - 1], 'last_attempted_at', began, 'started_at', row[5] or began,
+        'stamped', token)
     else
       redis.call('HSET', jk, 'state', 'completed', 'finished_at', fmt(now_us),
         'result', ARGV[4 * i - 1])

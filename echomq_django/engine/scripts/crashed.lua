@@ -21,7 +21,7 @@ if stale then return stale end
 
 redis.call('ZREM', KEYS[1], id)
 gates_free(id, row[6])
-stamp_run(jk, ARGV[5])
+stamp_run(jk, ARGV[2], ARGV[5])
 local crashes = math.floor(tonumber(row[4]) or 0) + 1
 redis.call('HSET', jk, 'refunds', fmt((tonumber(row[3]) or 0) + 1), 'crashes', fmt(crashes), 'solo', '1')
 local holder = row[5] or '?'

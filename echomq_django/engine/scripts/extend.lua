@@ -27,5 +27,5 @@ local deadline = now_ms + tonumber(ARGV[3])
 redis.call('ZADD', KEYS[1], 'XX', fmt(deadline), id)
 redis.call('HSET', jk, 'lease_deadline', fmt(deadline))
 gates_extend(id, row[4], deadline)
-stamp_run(jk, ARGV[4])
+stamp_run(jk, ARGV[2], ARGV[4])
 return deadline

@@ -21,7 +21,7 @@ if stale then return stale end
 
 redis.call('ZREM', KEYS[1], id)  -- first: see complete.lua (a full server)
 gates_free(id, row[3])
-stamp_run(jk, ARGV[7])
+stamp_run(jk, ARGV[2], ARGV[7])
 append_error(jk, ARGV[3], ARGV[4], now_us)
 local used, max = used_attempts(jk)
 if ARGV[6] == '1' or used >= max then

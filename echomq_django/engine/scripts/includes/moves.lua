@@ -85,10 +85,13 @@ end
 -- When this run began: `ago` µs before now, as the worker measured it on its own
 -- monotonic clock (the server's clock stays the reference; the client never sends
 -- a time of day). started_at is the first stamped run's; -1: stamped already.
-local function stamp_run(jk, ago)
+-- Once per run (`stamped` names the lease stamped last): a heartbeat's stamp and the
+-- outcome's can cross, each measured with its own latency, and the first one holds.
+local function stamp_run(jk, token, ago)
   local us = tonumber(ago)
   if not us or us < 0 or us > now_us then return end
+  if redis.call('HGET', jk, 'stamped') == token then return end
   local t = fmt(now_us - us)
   redis.call('HSETNX', jk, 'started_at', t)
-  redis.call('HSET', jk, 'last_attempted_at', t)
+  redis.call('HSET', jk, 'last_attempted_at', t, 'stamped', token)
 end
