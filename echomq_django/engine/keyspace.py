@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -83,15 +84,43 @@ def validate_worker_id(worker_id: object) -> str:
     return worker_id
 
 
-def new_job_id() -> str:
-    """A UUIDv7: 48 bits of Unix milliseconds, then random bits, so ids sort by time."""
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms & 0xFFFF_FFFF_FFFF) << 80 | rand
-    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
-    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # variant 10
-    h = f"{value:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+class _JobIds:
+    """UUIDv7s (RFC 9562) that increase within this process, as Python 3.14's
+    ``uuid.uuid7`` does: 48 bits of Unix milliseconds, then a 42-bit counter (random
+    at each new millisecond, one up for each id within it), then 32 random bits.
+    Ids made one after another sort in that order even within one millisecond, so a
+    listing that breaks ties of equal times by id keeps the order jobs came in."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._ms = 0
+        self._counter = 0
+
+    def new(self) -> str:
+        with self._lock:
+            ms = time.time_ns() // 1_000_000
+            if ms > self._ms:
+                counter = (
+                    int.from_bytes(os.urandom(6), "big") & 0x1FF_FFFF_FFFF
+                )  # 41 bits: room to count
+            else:  # the same millisecond (or the clock stepped back): count on
+                ms, counter = self._ms, self._counter + 1
+                if counter >> 42:  # spent: borrow the next millisecond
+                    ms, counter = ms + 1, int.from_bytes(os.urandom(6), "big") & 0x1FF_FFFF_FFFF
+            self._ms, self._counter = ms, counter
+        value = (
+            (ms & 0xFFFF_FFFF_FFFF) << 80
+            | 0x7 << 76  # version 7
+            | (counter >> 30) << 64  # rand_a: the counter's high 12 bits
+            | 0x2 << 62  # variant 10
+            | (counter & 0x3FFF_FFFF) << 32
+            | int.from_bytes(os.urandom(4), "big")
+        )
+        h = f"{value:032x}"
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+new_job_id = _JobIds().new
 
 
 @dataclass(frozen=True)
