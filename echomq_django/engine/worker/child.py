@@ -1,7 +1,7 @@
 """The child process's side of ``children.Child``: serve ``run`` and ``stop`` messages.
 
-Started as ``python -m echomq_django.engine.worker.child FD HANDLER INIT THREADS PPID``
-(a fresh interpreter, never a fork). It is a module of its own, apart from the
+Started as ``python -m echomq_django.engine.worker.child RUNS STOPS HANDLER INIT THREADS PPID``
+(a fresh interpreter, never a fork; RUNS and STOPS are the descriptors of its two pipes). It is a module of its own, apart from the
 parent's side, so that ``-m`` runs it without the package having imported it first.
 """
 
@@ -10,18 +10,18 @@ from __future__ import annotations
 import ctypes
 import importlib
 import os
-import queue
 import signal
 import sys
 import threading
 import time
 import traceback
+from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
 from ..errors import Cancelled, TimeLimitExceeded
 from ..jobs import Claimed
-from ..outcome import call_handler
+from ..outcome import Outcome, call_handler
 from .children import (
     Key,
     Message,
@@ -31,6 +31,7 @@ from .children import (
     outcome_json,
     raise_in_thread,
 )
+from .running import stopped_failure
 
 
 def resolve(ref: Any) -> Any:
@@ -59,47 +60,89 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _child_main(conn: Any, handler: Any, initializer: Any, threads: int, parent: int) -> None:
-    """The child: serve ``run`` and ``stop`` messages until the pipe closes."""
+def _child_main(
+    runs: Connection, stops: Connection, handler: Any, initializer: Any, threads: int, parent: int
+) -> None:
+    """The child: its threads serve ``run`` messages and this one ``stop`` messages,
+    until the parent closes the pipes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _die_with_parent(parent)
     if initializer:
         resolve(initializer)()
-    handler = resolve(handler)
-    running: dict[Key, int] = {}  # key -> the thread running it
-    work: queue.SimpleQueue[tuple[Key, Claimed]] = queue.SimpleQueue()
-    outbox = _Outbox(conn)
-
-    def serve() -> None:  # one of ``threads`` long-lived threads: no thread per job
-        while True:
-            key, claimed = work.get()
-            running[key] = threading.get_ident()
-            try:
-                try:
-                    outcome = call_handler(handler, claimed)
-                finally:
-                    running.pop(key, None)
-                outbox.send(("done", key, outcome_json(outcome)))
-            except BaseException:
-                # A thread that cannot answer would leave its job unanswered for ever
-                # while the parent renews its lease: die instead, and the parent's
-                # per-job accounting handles the jobs that ran here (see running.py).
-                traceback.print_exc()
-                os._exit(70)
-
+    serving = _Serving(runs, resolve(handler))
     for _ in range(threads):
-        threading.Thread(target=serve, daemon=True).start()
+        threading.Thread(target=serving.serve, daemon=True).start()
     while True:
         try:
-            frame = decode(conn.recv_bytes())
+            frame = decode(stops.recv_bytes())
         except (EOFError, OSError):
             os._exit(0)
         for kind, key, arg in frame:
-            if kind == "run":
-                work.put((key, claimed_from_json(arg)))
-            elif kind == "stop" and key in running and arg in _STOPS:
-                raise_in_thread(running[key], _STOPS[arg])
+            if kind == "stop" and arg in _STOPS:
+                serving.stop(key, _STOPS[arg])
+
+
+class _Serving:
+    """The child's threads, each taking the next job from the pipe itself (a thread
+    handing them out would cost a switch per job), running it and sending its outcome.
+
+    A soft stop is raised in the thread only while it runs that job: ``running`` is
+    read and changed under one lock, and a stop not yet delivered when the job ends is
+    withdrawn, so none lands in the thread's next job. The parent sends one per run."""
+
+    def __init__(self, runs: Connection, handler: Any) -> None:
+        self._runs = runs
+        self._handler = handler
+        self._outbox = _Outbox(runs)
+        self._receiving = threading.Lock()  # one reader of the pipe at a time
+        self._more: deque[tuple[Key, Claimed]] = deque()  # a frame's jobs past its first
+        self._lock = threading.Lock()
+        self._running: dict[Key, int] = {}  # key -> the thread running it
+
+    def serve(self) -> None:  # one of the child's long-lived threads: no thread per job
+        try:
+            while True:
+                key, claimed = self._next()
+                self._outbox.send(("done", key, outcome_json(self._run(key, claimed))))
+        except BaseException:
+            # A thread that cannot answer would leave its job unanswered for ever while
+            # the parent renews its lease: die instead, and the parent's per-job
+            # accounting handles the jobs that ran here (see running.py).
+            traceback.print_exc()
+            os._exit(70)
+
+    def stop(self, key: Key, exc: type[BaseException]) -> None:
+        with self._lock:
+            thread = self._running.get(key)
+            if thread is not None:
+                raise_in_thread(thread, exc)
+
+    def _next(self) -> tuple[Key, Claimed]:
+        with self._receiving:
+            while not self._more:
+                try:
+                    frame = decode(self._runs.recv_bytes())
+                except (EOFError, OSError):
+                    os._exit(0)
+                self._more.extend((key, claimed_from_json(arg)) for kind, key, arg in frame)
+            return self._more.popleft()
+
+    def _run(self, key: Key, claimed: Claimed) -> Outcome:
+        me = threading.get_ident()
+        try:
+            with self._lock:
+                self._running[key] = me
+            try:
+                return call_handler(self._handler, claimed)
+            finally:
+                with self._lock:
+                    self._running.pop(key, None)
+                    raise_in_thread(me, None)  # a stop that came too late for it
+        except (TimeLimitExceeded, Cancelled) as exc:  # it landed outside the task's code
+            with self._lock:
+                self._running.pop(key, None)
+            return stopped_failure(type(exc), "stopped as it ended")
 
 
 class _Outbox:
@@ -134,8 +177,7 @@ _STOPS: dict[str, type[BaseException]] = {
 }
 
 
-if (
-    __name__ == "__main__"
-):  # python -m echomq_django.engine.worker.child FD HANDLER INIT THREADS PPID
-    fd, handler_path, init_path, n_threads, parent_pid = sys.argv[1:6]
-    _child_main(Connection(int(fd)), handler_path, init_path, int(n_threads), int(parent_pid))
+if __name__ == "__main__":  # python -m ...child RUNS STOPS HANDLER INIT THREADS PPID
+    runs_fd, stops_fd, handler_path, init_path, n_threads, parent_pid = sys.argv[1:7]
+    _child_main(Connection(int(runs_fd)), Connection(int(stops_fd)), handler_path, init_path,
+                int(n_threads), int(parent_pid))  # fmt: skip

@@ -2,8 +2,9 @@
 
 A ``Child`` is one process, a fresh interpreter (never forked: the parent has
 threads, and a fork would copy their locks mid-use), given the handler by its
-import path (``child.py`` is its side). It runs up to ``threads`` jobs at once, each in a thread of its own, and talks to the parent
-over one pipe:
+import path (``child.py`` is its side). It runs up to ``threads`` jobs at once,
+each in a thread of its own, and talks to the parent over two pipes (stops have
+their own, so that the child's threads read their jobs from the other themselves):
 
 * parent -> child ``run`` (a lease's key and its claimed row): run the handler on it;
 * parent -> child ``stop`` (a key and ``TimeLimitExceeded`` or ``Cancelled``): raise
@@ -11,15 +12,16 @@ over one pipe:
 * child -> parent ``done`` (a key and the outcome: a result or a failure).
 
 A frame carries one or more messages: outcomes that end while the child is sending
-go together in its next frame. Messages are JSON (``send_bytes``), never pickle: a row's text goes to the child as
-data, whatever it holds. The parent keeps the leases (its heartbeat is not in the child, so a task holding
-the GIL in a C call cannot starve it), and it sees a child die: ``run`` then
-answers ``ChildDied`` for every job the child was running, which is how the worker
-knows whose crash it was. The parent kills a child whose job outlived its soft
-stop. A child dies with its parent (``PR_SET_PDEATHSIG`` on Linux; a watch on the
-parent's pid elsewhere): a killed worker never leaves a task running that the
-reaper then hands to another worker. Children ignore SIGINT and SIGTERM (a Ctrl-C
-reaches the whole process group): stopping them is the parent's decision.
+go together in its next frame. Messages are JSON (``send_bytes``), never pickle: a
+row's text goes to the child as data, whatever it holds. The parent keeps the
+leases (its heartbeat is not in the child, so a task holding the GIL in a C call
+cannot starve it), and it sees a child die: ``run`` then answers ``ChildDied`` for
+every job the child was running, which is how the worker knows whose crash it
+was. The parent kills a child whose job outlived its soft stop. A child dies with
+its parent (``PR_SET_PDEATHSIG`` on Linux; a watch on the parent's pid elsewhere):
+a killed worker never leaves a task running that the reaper then hands to another
+worker. Children ignore SIGINT and SIGTERM (a Ctrl-C reaches the whole process
+group): stopping them is the parent's decision.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ class _Process:
     reason for a kill never mix with the previous process's."""
 
     popen: subprocess.Popen[bytes]
-    conn: Connection
+    conn: Connection  # runs to the child, outcomes back
+    stops: Connection
     pending: dict[Key, OnEnd] = field(default_factory=dict)
     killed_for: Key | None = None
 
@@ -105,17 +108,22 @@ class Child:
         the child (a script without a main guard would start workers without end).
         It takes a while, so do it ahead."""
         ours, theirs = socket.socketpair()
+        our_stops, their_stops = socket.socketpair()
         handler = self.handler if isinstance(self.handler, str) else _path_of(self.handler)
-        argv = [sys.executable, "-m", _CHILD_MODULE, str(theirs.fileno()), handler,
+        fds = [theirs.fileno(), their_stops.fileno()]
+        argv = [sys.executable, "-m", _CHILD_MODULE, *map(str, fds), handler,
                 self.initializer or "", str(self.threads), str(os.getpid())]  # fmt: skip
         # The child imports what this process can: its sys.path (a manage.py's folder is
         # on it only as the script's own) goes along.
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         popen = subprocess.Popen(
-            argv, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, close_fds=True, env=env
+            argv, pass_fds=fds, stdin=subprocess.DEVNULL, close_fds=True, env=env
         )
         theirs.close()
-        self._process = process = _Process(popen, Connection(ours.detach()))
+        their_stops.close()
+        self._process = process = _Process(
+            popen, Connection(ours.detach()), Connection(our_stops.detach())
+        )
         threading.Thread(
             target=self._read, args=(process,), name="echomq-child-reader", daemon=True
         ).start()
@@ -143,7 +151,7 @@ class Child:
             process = self._process
             if process is not None and key in process.pending:
                 with contextlib.suppress(OSError, EOFError, ValueError):
-                    process.conn.send_bytes(encode(("stop", key, exc.__name__)))
+                    process.stops.send_bytes(encode(("stop", key, exc.__name__)))
 
     def kill(self, for_key: Key | None = None) -> None:
         """SIGKILL the child (``for_key``'s job outlived its soft stop, or a shutdown's
@@ -158,6 +166,7 @@ class Child:
         self.kill()
         if self._process is not None:
             self._process.conn.close()
+            self._process.stops.close()
 
     def _read(self, process: _Process) -> None:
         """Hand each outcome to its job's ``on_end`` (in this thread: no executor is
@@ -179,6 +188,8 @@ class Child:
         with self._lock:
             left = list(pending.values())
             pending.clear()
+            process.conn.close()
+            process.stops.close()
         died = ChildDied(process.popen.returncode, len(left), process.killed_for)
         for on_end in left:
             on_end(died)

@@ -87,27 +87,32 @@ class Executors:
             lease = self._ledger.take(self._idle)
             if lease is None:
                 return
-            # A running job is checked every second (the renewal is how a cancel reaches
-            # it), and stamped once it has run STAMP_AFTER_S: the heartbeat looks then.
-            # (A wake only when that is sooner than the alarm: at most one per STAMP_AFTER_S.)
-            self._alarm.renew_by(min(lease.renewed_at + CANCEL_CHECK_S,
-                                     time.monotonic() + STAMP_AFTER_S), wake=True)  # fmt: skip
-            handed_off = False
-            try:
-                if self._stopping.is_set() or not self._mark_started(lease):
-                    self._endings.release(lease)
-                elif lease.lost:
-                    self._endings.discard(lease)
-                else:
-                    handed_off = self._process(lease, slot, room)
-            except BaseException:  # never lose an executor thread; the reaper recovers the job
-                logger.exception("job %s: the worker failed while finishing it", lease.claimed.id)
-                self._ledger.forget(lease)
-            finally:
-                if not handed_off:
-                    self._after(lease, room)
+            self._run_one(lease, slot, room)
             if lease.abandoned:  # its slot went to a new thread while this one was stuck
                 return
+
+    def _run_one(self, lease: Lease, slot: int, room: threading.Semaphore | None) -> None:
+        """Start ``lease``'s run (or let it go); ``room``, taken for it, is given back
+        once it no longer runs, unless a job taken at its end runs in its place."""
+        # A running job is checked every second (the renewal is how a cancel reaches
+        # it), and stamped once it has run STAMP_AFTER_S: the heartbeat looks then.
+        # (A wake only when that is sooner than the alarm: at most one per STAMP_AFTER_S.)
+        self._alarm.renew_by(min(lease.renewed_at + CANCEL_CHECK_S,
+                                 time.monotonic() + STAMP_AFTER_S), wake=True)  # fmt: skip
+        handed_off = False
+        try:
+            if self._stopping.is_set() or not self._mark_started(lease):
+                self._endings.release(lease)
+            elif lease.lost:
+                self._endings.discard(lease)
+            else:
+                handed_off = self._process(lease, slot, room)
+        except BaseException:  # never lose an executor thread; the reaper recovers the job
+            logger.exception("job %s: the worker failed while finishing it", lease.claimed.id)
+            self._ledger.forget(lease)
+        finally:
+            if not handed_off:
+                self._after(lease, room)
 
     def _mark_started(self, lease: Lease) -> bool:
         """Tell the server this job's run begins, before it runs. The claim did it for
@@ -147,8 +152,14 @@ class Executors:
                         "job %s: the worker failed while finishing it", lease.claimed.id
                     )
                     self._ledger.forget(lease)
-                finally:
-                    self._after(lease, room)
+                self._ledger.end_solo(lease)
+                # The child's thread is free: the reader hands it the next job itself
+                # (waking the executor for each job cost a thread switch per job).
+                following = None if self._stopping.is_set() else self._ledger.take_now()
+                if following is None:
+                    room.release()
+                else:
+                    self._run_one(following, slot, room)
 
             self._runner.hand_off(slot, lease.key, lease.claimed, limit_s, ended)
             return True

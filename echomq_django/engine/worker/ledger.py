@@ -124,6 +124,16 @@ class Ledger:
                 if not self._closing and self._startable() is None:
                     self._work.wait(0.5)
 
+    def take_now(self) -> Lease | None:
+        """The next claimed job to run if one may start now, without waiting; None for
+        one that is solo or not marked started yet too (each may block the caller: an
+        executor thread takes it)."""
+        with self._lock:
+            share = self._startable()
+            if share is None or share.ready[0].solo or not share.ready[0].armed:
+                return None
+            return self._next_ready()
+
     def end_solo(self, lease: Lease) -> None:
         if self._solo is lease:
             with self._lock:
