@@ -76,8 +76,10 @@ class Executors:
         ).start()
 
     def _idle(self) -> bool:
-        """About to wait for work: nothing may sit in the completions' batch."""
-        return self._completions.flush()
+        """About to wait for work: nothing may sit in the completions' batch (the
+        heartbeat sends it now; this thread stays free for the next job)."""
+        self._completions.flush_soon()
+        return False
 
     def _loop(self, slot: int) -> None:
         room = self._runner.room(slot)
