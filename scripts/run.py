@@ -48,6 +48,9 @@ from echomq_django.devserver import (  # noqa: E402 - after the path tweak
 VAR = Path(os.environ.get("ECHOMQ_VAR_DIR") or ROOT / "var").resolve()
 PY = sys.executable
 STOP_TIMEOUT = 10.0
+# The worker's --grace: running jobs get this long, then it gives them back itself, a
+# second before the launcher's own timeout would kill it (and both say the same).
+WORKER_GRACE_S = STOP_TIMEOUT - 1
 WEB_START_TIMEOUT = 30.0
 DEFAULT_HTTP_ADDR = "127.0.0.1:8000"
 SETTINGS_DEFAULT_URL = "redis://127.0.0.1:6390/0"  # project/settings.py's ECHOMQ_URL default
@@ -289,7 +292,12 @@ def main() -> int:
         for cmd, args, label in (
             (
                 "runworker",
-                [*queues, *(["--concurrency", concurrency] if concurrency else [])],
+                [
+                    *queues,
+                    *(["--concurrency", concurrency] if concurrency else []),
+                    "--grace",
+                    f"{WORKER_GRACE_S:g}",
+                ],
                 "worker",
             ),
             ("runreaper", [], "reaper"),
@@ -320,7 +328,7 @@ def main() -> int:
         calm_signals(children)  # before saying so: a second Ctrl-C from now on hurries
         say(
             f"{exc}: stopping. The worker takes no new job and gives running ones up to "
-            f"{STOP_TIMEOUT:g}s to finish; Ctrl-C again stops everything at once (running "
+            f"{WORKER_GRACE_S:g}s to finish; Ctrl-C again stops everything at once (running "
             "jobs then go back to pending after their lease)"
         )
         return status
