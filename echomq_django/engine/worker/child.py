@@ -1,8 +1,9 @@
 """The child process's side of ``children.Child``: serve ``run`` and ``stop`` messages.
 
-Started as ``python -m echomq_django.engine.worker.child RUNS STOPS HANDLER INIT THREADS PPID``
-(a fresh interpreter, never a fork; RUNS and STOPS are the descriptors of its two pipes). It is a module of its own, apart from the
-parent's side, so that ``-m`` runs it without the package having imported it first.
+Started as ``python -m echomq_django.engine.worker.child RUNS STOPS HANDLER INIT
+THREADS PPID`` (a fresh interpreter, never a fork; RUNS and STOPS are the
+descriptors of its two pipes). It is a module of its own, apart from the parent's
+side, so that ``-m`` runs it without the package having imported it first.
 """
 
 from __future__ import annotations
