@@ -71,14 +71,13 @@ class Completions:
         if due or started_batch:
             self._on_due()
 
-    def flush_soon(self) -> bool:
-        """Make the batch due at once (an executor has nothing to run). False if empty."""
+    def flush_soon(self) -> None:
+        """Make the batch due at once (an executor has nothing to run)."""
         with self._lock:
             if not self._batch:
-                return False
+                return
             self._now = True
         self._on_due()
-        return True
 
     def due_at(self) -> float | None:
         """When the batch must be sent at the latest (None: it is empty)."""

@@ -75,11 +75,10 @@ class Executors:
             target=self._loop, args=(slot,), name=f"echomq-exec-{slot}", daemon=True
         ).start()
 
-    def _idle(self) -> bool:
+    def _idle(self) -> None:
         """About to wait for work: nothing may sit in the completions' batch (the
         heartbeat sends it now; this thread stays free for the next job)."""
         self._completions.flush_soon()
-        return False
 
     def _loop(self, slot: int) -> None:
         room = self._runner.room(slot)

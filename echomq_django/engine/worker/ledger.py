@@ -107,9 +107,9 @@ class Ledger:
             for share in list(left_out):  # room came since wait_for_room: do not block
                 self._check_left_out(share)
 
-    def take(self, idle: Callable[[], bool]) -> Lease | None:
+    def take(self, idle: Callable[[], None]) -> Lease | None:
         """The next claimed job to run, in claim order; None once closed and drained.
-        Nothing to run: ``idle()`` first (True: it did something, look again), then wait."""
+        Nothing to run: ``idle()`` first, then wait."""
         while True:
             with self._lock:
                 lease = self._next_ready()
@@ -118,8 +118,8 @@ class Ledger:
                 nothing_ready = not self.has_ready()
                 if self._closing and nothing_ready:
                     return None
-            if nothing_ready and idle():
-                continue
+            if nothing_ready:
+                idle()
             with self._lock:
                 if not self._closing and self._startable() is None:
                     self._work.wait(0.5)
@@ -132,7 +132,7 @@ class Ledger:
             share = self._startable()
             if share is None or share.ready[0].solo or not share.ready[0].armed:
                 return None
-            return self._next_ready()
+            return self._pop_ready(share)
 
     def end_solo(self, lease: Lease) -> None:
         if self._solo is lease:
@@ -271,8 +271,10 @@ class Ledger:
     def _next_ready(self) -> Lease | None:
         """Pop the lease to run next, if one may start now. Called with the lock held."""
         share = self._startable()
-        if share is None:
-            return None
+        return None if share is None else self._pop_ready(share)
+
+    def _pop_ready(self, share: Share) -> Lease:
+        """Start ``share``'s next ready lease (``_startable`` chose it). Lock held."""
         lease = share.ready.popleft()
         if lease.solo:
             self._solo = lease
