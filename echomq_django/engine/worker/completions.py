@@ -57,7 +57,7 @@ class Completions:
         self._now = False  # due at once: nothing else was ready to run
 
     def add(self, lease: Lease, result: str) -> None:
-        """Queue the completion; send the batch now if nothing else runs next here."""
+        """Queue the completion; the batch is due at once if nothing else runs next here."""
         lease.finishing = True
         nothing_ready = self._ledger.queue(lease)
         now = time.monotonic()
@@ -90,16 +90,14 @@ class Completions:
         with self._lock:
             return self._due(now)
 
-    def flush(self, *, patient: bool = True) -> bool:
-        """Send the batch in one round trip (one complete call per queue). False if it
-        was empty. ``patient`` (executors, shutdown) rides out an outage here; the
+    def flush(self, *, patient: bool = True) -> None:
+        """Send the batch in one round trip (one complete call per queue), if any.
+        ``patient`` (the shutdown's last flush) rides out an outage here; the
         heartbeat is not patient: it puts the batch back and goes on renewing leases."""
         with self._lock:
             batch, self._batch, self._now = self._batch, [], False
-        if not batch:
-            return False
-        self._send(batch, patient)
-        return True
+        if batch:
+            self._send(batch, patient)
 
     def _due(self, now: float) -> bool:
         return bool(self._batch) and (
