@@ -31,7 +31,7 @@ from .engine import events
 from .engine.jobs import PAGE_MAX, Job, Jobs
 from .engine.keyspace import STATES
 from .engine.nodes import server_time_us
-from .engine.registry import WorkerInfo, list_workers
+from .engine.registry import WorkerInfo, list_workers, queue_labels
 from .engine.rows import counted_attempts_of
 from .engine.times import EPOCH, from_us
 from .management import count_arg, printable, queue_arg
@@ -179,8 +179,9 @@ def workers_view(workers: Sequence[dict[str, Any]], now: float) -> Group:
             printable(w["id"]),
             printable(w["host"]),
             str(w["pid"]),
-            printable(", ".join(w["queues"])),
-            f"{len(w['running'])}/{w['concurrency']}",
+            printable(", ".join(queue_labels(w["queues"], w["sizes"]))),
+            f"{len(w['running'])}/{w['concurrency']}"
+            + (f" in {w['processes']} processes" if w["processes"] else ""),
             _ago(now - w["started_at"]),
             f"{_ago(now - w['last_seen'])} ago",
         )

@@ -193,8 +193,9 @@ class WorkerRow:
     id: str
     host: str
     pid: int
-    queues: list[str]
+    queues: list[str]  # as runworker takes them: a sized one as name:slots
     concurrency: int
+    processes: int  # the child processes its jobs run in (0: threads)
     running: list[str]
     started: datetime
     last_seen: datetime
@@ -205,8 +206,9 @@ class WorkerRow:
             id=info.id,
             host=info.host,
             pid=info.pid,
-            queues=list(info.queues),
+            queues=info.queue_labels(),
             concurrency=info.concurrency,
+            processes=info.processes,
             running=list(info.running),
             started=datetime.fromtimestamp(info.started_at, tz=UTC),  # the registry checked
             last_seen=datetime.fromtimestamp(info.last_seen, tz=UTC),  # both are in range

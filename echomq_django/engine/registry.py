@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import cast
 
 from redis.typing import EncodableT, FieldT
@@ -37,6 +38,14 @@ class WorkerInfo:
     running: list[str]  # ids of the jobs this worker holds
     started_at: float  # Unix seconds
     last_seen: float  # Unix seconds (the worker's clock at its last heartbeat)
+    # The slots reserved per queue (``runworker default:4 slow:1``; unsized queues share
+    # the rest), and the child processes the jobs run in (0: threads of the worker).
+    # Entries written before these fields existed read as neither.
+    sizes: dict[str, int] = field(default_factory=dict)
+    processes: int = 0
+
+    def queue_labels(self) -> list[str]:
+        return queue_labels(self.queues, self.sizes)
 
     def to_fields(self) -> dict[FieldT, EncodableT]:
         """The HASH to write (every value a str), typed as redis-py's ``hset`` takes it."""
@@ -48,6 +57,8 @@ class WorkerInfo:
             "running": json.dumps(self.running),
             "started_at": repr(self.started_at),
             "last_seen": repr(self.last_seen),
+            "sizes": json.dumps(self.sizes),
+            "processes": str(self.processes),
         }
 
     @classmethod
@@ -60,8 +71,13 @@ class WorkerInfo:
         try:
             queues = json.loads(fields["queues"])
             running = json.loads(fields["running"])
+            sizes = json.loads(fields.get("sizes", "{}"))
             if not isinstance(queues, list) or not isinstance(running, list):
                 raise ValueError("queues and running must be JSON arrays")
+            if not isinstance(sizes, dict) or not all(
+                type(n) is int and n > 0 for n in sizes.values()
+            ):
+                raise ValueError("sizes must be a JSON object of positive integers")
             return cls(
                 id=worker_id,
                 host=fields["host"],
@@ -71,11 +87,18 @@ class WorkerInfo:
                 running=[str(j) for j in running],
                 started_at=_unix_seconds(fields["started_at"]),
                 last_seen=_unix_seconds(fields["last_seen"]),
+                sizes={str(q): n for q, n in sizes.items()},
+                processes=int(fields.get("processes", "0")),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"worker entry {worker_id!r} is incomplete: {exc}") from None
         except RecursionError:
             raise ValueError(f"worker entry {worker_id!r} nests its JSON too deeply") from None
+
+
+def queue_labels(queues: Sequence[str], sizes: Mapping[str, int]) -> list[str]:
+    """The queues as ``runworker`` takes them: a sized one as ``name:slots``."""
+    return [f"{q}:{sizes[q]}" if q in sizes else q for q in queues]
 
 
 # The latest time a worker entry may carry (year 2286): any datetime can show it.

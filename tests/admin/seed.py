@@ -13,6 +13,7 @@ import json
 import math
 import random
 import time
+from typing import Any
 
 from echomq_django.engine import registry
 from echomq_django.engine.jobs import Jobs, NewJob
@@ -108,12 +109,14 @@ def fill_throughput(jobs: Jobs, queue: str, rate: float, failure: float, seed: i
     pipe.execute()
 
 
-def add_worker(jobs: Jobs, worker_id: str, queues: list[str], concurrency: int, busy: int) -> None:
+def add_worker(
+    jobs: Jobs, worker_id: str, queues: list[str], concurrency: int, busy: int, **more: Any
+) -> None:
     now = time.time()
     info = registry.WorkerInfo(
         id=worker_id, host=worker_id.split(".")[0], pid=4000 + 7 * len(queues) + busy,
         queues=queues, concurrency=concurrency, running=[f"job-{i}" for i in range(busy)],
-        started_at=now - 3 * 3600 - 97 * busy, last_seen=now - 1,
+        started_at=now - 3 * 3600 - 97 * busy, last_seen=now - 1, **more,
     )  # fmt: skip
     registry.heartbeat(jobs.connector, info, ttl_s=600)
 

@@ -55,6 +55,8 @@ def test_dashboard_shows_queues_counts_throughput_and_workers(jobs, superuser):
     seed.completed(jobs, "emails", 3)
     seed.enqueue(jobs, "emails", 4)
     seed.add_worker(jobs, "web-1.shop:4101", ["emails"], 8, 2)
+    seed.add_worker(jobs, "web-2.shop:77", ["emails", "payments"], 4, 1,
+                    sizes={"payments": 1}, processes=2)  # fmt: skip
 
     response = superuser.get(ROOT)
     page = response.content.decode()
@@ -68,6 +70,7 @@ def test_dashboard_shows_queues_counts_throughput_and_workers(jobs, superuser):
     assert (chart.completed, chart.failed) == (3, 2)
     assert len(chart.bars) == 60 and "<svg" in page and 'class="emq-done"' in page
     assert "web-1.shop:4101" in page and "2 / 8" in page
+    assert '<span class="emq-tag">payments:1</span>' in page and "1 / 4 in 2 processes" in page
     assert conf.get_settings().safe_url in page
 
 

@@ -267,11 +267,11 @@ def test_an_unreachable_server_is_a_command_error(settings):
     conf.reset()
 
 
-def heartbeat(jobs, worker_id: str, queues: list[str], running: list[str]) -> None:
+def heartbeat(jobs, worker_id: str, queues: list[str], running: list[str], **more) -> None:
     now = time.time()
     info = registry.WorkerInfo(
         id=worker_id, host="box-1", pid=4242, queues=queues, concurrency=4,
-        running=running, started_at=now - 300, last_seen=now,
+        running=running, started_at=now - 300, last_seen=now, **more,
     )  # fmt: skip
     registry.heartbeat(jobs.connector, info, ttl_s=30)
 
@@ -285,6 +285,17 @@ def test_workers_lists_the_registry(jobs):
     table = rows(echomq_cmd("workers").out)
     assert table["w-b"][:4] == ["box-1", "4242", "default, emails", "1/4"]
     assert table["w-a"][4:] == ["5m", "0s ago"]
+
+
+def test_workers_show_queue_sizes_and_processes(jobs):
+    heartbeat(jobs, "w-c", ["default", "slow"], [], sizes={"slow": 1}, processes=2)
+    (listed,) = echomq_cmd("workers", "--json").json()
+    assert (listed["queues"], listed["sizes"], listed["processes"]) == (
+        ["default", "slow"],
+        {"slow": 1},
+        2,
+    )
+    assert rows(echomq_cmd("workers").out)["w-c"][2:4] == ["default, slow:1", "0/4 in 2 processes"]
 
 
 def test_workers_with_none_running(jobs):

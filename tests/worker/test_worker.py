@@ -292,12 +292,18 @@ def test_the_registry_shows_a_running_worker_and_forgets_it(jobs, start_worker):
         ["q", "other"],
         registry_interval_s=0.05,
         concurrency=3,
+        sizes={"other": 1},
         name="w-registry",
     )
     info = wait_until(lambda: [w for w in registry.list_workers(jobs.connector) if w.running])
     assert [(w.id, w.queues, w.concurrency, w.running) for w in info] == [
         ("w-registry", ["q", "other"], 3, [job_id])
     ]
+    assert (info[0].sizes, info[0].processes, info[0].queue_labels()) == (
+        {"other": 1},
+        0,
+        ["q", "other:1"],
+    )
     assert info[0].started_at <= info[0].last_seen <= time.time()
     let_go.set()
     rw.worker.stop()
@@ -428,6 +434,25 @@ def test_short_jobs_held_behind_a_slow_one_are_given_back(jobs, start_worker, mo
     assert max(batches) > 1, batches  # given back together, not one call each
     first.worker.stop()
     second.worker.stop()
+
+
+def test_a_registry_entry_from_before_sizes_reads_without_them(jobs, redis_client):
+    now = time.time()
+    registry.heartbeat(jobs.connector, registry.WorkerInfo("old:1", "h", 1, ["q"], 1, [], now, now))
+    redis_client.hdel("emq:worker:old:1", "sizes", "processes")
+    (info,) = registry.list_workers(jobs.connector)
+    assert (info.sizes, info.processes, info.queue_labels()) == ({}, 0, ["q"])
+
+
+@pytest.mark.parametrize("sizes", ['{"q": 0}', '{"q": true}', '{"q": "1"}', "[1]", "{"])
+def test_a_registry_entry_with_planted_sizes_is_skipped(jobs, redis_client, sizes):
+    now = time.time()
+    for worker_id in ("good:1", "bad:2"):
+        registry.heartbeat(
+            jobs.connector, registry.WorkerInfo(worker_id, "h", 1, ["q"], 1, [], now, now)
+        )
+    redis_client.hset("emq:worker:bad:2", "sizes", sizes)
+    assert [w.id for w in registry.list_workers(jobs.connector)] == ["good:1"]
 
 
 def test_an_unreadable_registry_entry_does_not_hide_the_other_workers(jobs, redis_client):

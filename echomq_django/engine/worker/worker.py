@@ -108,7 +108,8 @@ class Worker:
         self.time_limit_s = time_limit_s
         self.crash_budget = crash_budget
         self.slots = concurrency * max(processes, 1)  # jobs run at once: executor threads
-        shares = plan(self.queues, dict(sizes or {}), self.slots)
+        self.sizes = dict(sizes or {})
+        shares = plan(self.queues, self.sizes, self.slots)
         self.lease_ms = lease_ms
         self.burst = burst
         self.max_jobs = max_jobs
@@ -251,6 +252,8 @@ class Worker:
             running=self.running,
             started_at=self.started_at,
             last_seen=time.time(),
+            sizes=self.sizes,
+            processes=self.processes,
         )
         try:
             registry_heartbeat(self.jobs.connector, info, ttl_s=self.registry_interval_s * 4)
