@@ -72,6 +72,9 @@ class WorkerInfo:
             queues = json.loads(fields["queues"])
             running = json.loads(fields["running"])
             sizes = json.loads(fields.get("sizes", "{}"))
+            processes = int(fields.get("processes", "0"))
+            if processes < 0:
+                raise ValueError(f"processes must be >= 0, not {processes}")
             if not isinstance(queues, list) or not isinstance(running, list):
                 raise ValueError("queues and running must be JSON arrays")
             if not isinstance(sizes, dict) or not all(
@@ -88,7 +91,7 @@ class WorkerInfo:
                 started_at=_unix_seconds(fields["started_at"]),
                 last_seen=_unix_seconds(fields["last_seen"]),
                 sizes={str(q): n for q, n in sizes.items()},
-                processes=int(fields.get("processes", "0")),
+                processes=processes,
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"worker entry {worker_id!r} is incomplete: {exc}") from None

@@ -444,14 +444,20 @@ def test_a_registry_entry_from_before_sizes_reads_without_them(jobs, redis_clien
     assert (info.sizes, info.processes, info.queue_labels()) == ({}, 0, ["q"])
 
 
-@pytest.mark.parametrize("sizes", ['{"q": 0}', '{"q": true}', '{"q": "1"}', "[1]", "{"])
-def test_a_registry_entry_with_planted_sizes_is_skipped(jobs, redis_client, sizes):
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("sizes", '{"q": 0}'), ("sizes", '{"q": true}'), ("sizes", '{"q": "1"}'), ("sizes", "[1]"),
+     ("sizes", "{"), ("processes", "-1"), ("processes", "two")],
+)  # fmt: skip
+def test_a_registry_entry_with_planted_sizes_or_processes_is_skipped(
+    jobs, redis_client, field, value
+):
     now = time.time()
     for worker_id in ("good:1", "bad:2"):
         registry.heartbeat(
             jobs.connector, registry.WorkerInfo(worker_id, "h", 1, ["q"], 1, [], now, now)
         )
-    redis_client.hset("emq:worker:bad:2", "sizes", sizes)
+    redis_client.hset("emq:worker:bad:2", field, value)
     assert [w.id for w in registry.list_workers(jobs.connector)] == ["good:1"]
 
 
