@@ -16,7 +16,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from .errors import InvalidJobId, InvalidQueueName, InvalidSchedule, InvalidWorkerId
 
@@ -131,7 +131,15 @@ class QueueKeys:
 
     @classmethod
     def of(cls, queue: str) -> QueueKeys:
-        return cls(validate_queue_name(queue))
+        """The keys of ``queue`` (``InvalidQueueName`` if it cannot be one).
+
+        One instance per name, remembered: every call of every transition builds its
+        keys from here, and a fresh instance checked the name again and rebuilt each
+        key string (its cached properties) on every call. A name that is not a plain
+        ``str`` is checked and never remembered."""
+        if type(queue) is not str:
+            return cls(validate_queue_name(queue))
+        return _queue_keys(queue)
 
     @cached_property
     def base(self) -> str:
@@ -218,6 +226,12 @@ class QueueKeys:
     def idempotency(self, digest: str) -> str:
         """Key that maps an idempotency key's digest to the job holding it."""
         return self.base + "idem:" + digest
+
+
+@lru_cache(maxsize=4096)
+def _queue_keys(queue: str) -> QueueKeys:
+    """``QueueKeys.of`` of a ``str``: an invalid name raises, so it is never cached."""
+    return QueueKeys(validate_queue_name(queue))
 
 
 def worker_key(worker_id: str) -> str:
