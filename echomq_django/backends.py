@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import fields
-from datetime import datetime
 from functools import partial
 from typing import Any, ParamSpec, TypeVar, cast
 
@@ -61,14 +60,14 @@ from .compat import (
     task_enqueued,
 )
 from .engine.errors import InvalidJobId
-from .engine.jobs import DEFAULT_RESULT_TTL_MS, Job, NewJob
+from .engine.jobs import Job, NewJob
 from .engine.keyspace import validate_job_id, validate_queue_name
 from .engine.limits import RateLimit
+from .enqueue_plan import EnqueuePlan
 from .flow import TaskFlow, queue_rate_limits
 from .options import DEFAULT_MAX_ATTEMPTS, JOB_OPTIONS, EchoMQTask, JobOptions
 from .payload import (
     Payload,
-    due_ms,
     encode_arguments,
     from_server_us,
     rebuild_task,
@@ -105,9 +104,9 @@ class EchoMQBackend(BaseTaskBackend):
         # check` itself: the problems are reported by check() and raised on enqueue.
         self.problems = self.configuration_problems()
         self._options: dict[AnyTask, JobOptions] = {}
-        self._flows: dict[AnyTask, TaskFlow] = {}
         self.queue_rates: dict[str, RateLimit] = {}
         self._valid: dict[tuple[AnyTask, bool], bool] = {}
+        self._plans: dict[tuple[AnyTask, bool], EnqueuePlan] = {}
         self.job_options = JobOptions(max_attempts=DEFAULT_MAX_ATTEMPTS)
         if not self.problems:
             self.job_options = JobOptions.parse(
@@ -212,21 +211,38 @@ class EchoMQBackend(BaseTaskBackend):
             options = remember(self._options, task, self.parse_options(task))
         return options
 
-    def flow_for(self, task: AnyTask) -> TaskFlow:
-        """The task's limits and key variant, remembered per Task like its options."""
-        try:
-            flow = self._flows.get(task)
-        except TypeError:
-            return TaskFlow.of(task)
-        return flow if flow is not None else remember(self._flows, task, TaskFlow.of(task))
-
     def parse_options(self, task: AnyTask) -> JobOptions:
         mine = JobOptions.parse({name: getattr(task, name, None) for name in JOB_OPTIONS})
         return mine.over(self.job_options)
 
-    def sends_on_commit(self, task: AnyTask) -> bool | str:
+    def plan_for(self, task: AnyTask) -> EnqueuePlan:
+        """The task validated, and what its every enqueue shares (see enqueue_plan.py).
+
+        Remembered per Task and settings.USE_TZ, as ``validate_task`` is: a plan exists
+        only for a Task that passed. A Task with an unhashable field is planned each time.
+        """
+        key = (task, settings.USE_TZ)
+        try:
+            plan = self._plans.get(key)
+        except TypeError:
+            self.validate_uncached(task)
+            return self.build_plan(task)
+        if plan is None:
+            self.validate_task(task)
+            plan = remember(self._plans, key, self.build_plan(task))
+        return plan
+
+    def build_plan(self, task: AnyTask) -> EnqueuePlan:
+        """``InvalidJobOptions`` for a bad flow option (checked at the first enqueue)."""
         choice = getattr(task, "enqueue_on_commit", None)
-        return self.enqueue_on_commit if choice is None else outbox.commit_mode(choice)
+        return EnqueuePlan.of(
+            task,
+            backend=self.alias,
+            options=self.options_for(task),
+            flow=TaskFlow.of(task),
+            queue_rate=self.queue_rates.get(task.queue_name),
+            commit_mode=self.enqueue_on_commit if choice is None else outbox.commit_mode(choice),
+        )
 
     # -- enqueue --------------------------------------------------------------------
 
@@ -247,17 +263,20 @@ class EchoMQBackend(BaseTaskBackend):
         sent together when the transaction commits.
         """
         self.ensure_configured()
-        self.validate_task(task)
+        plan = self.plan_for(task)
         arguments = list(arguments)
         with tracing.enqueue_span(task.module_path, task.queue_name, len(arguments)):
-            return self.send(task, arguments)
+            return self.send(task, arguments, plan)
 
     def send(
-        self, task: AnyTask, arguments: Sequence[tuple[Sequence[Any], Mapping[str, Any]]]
+        self,
+        task: AnyTask,
+        arguments: Sequence[tuple[Sequence[Any], Mapping[str, Any]]],
+        plan: EnqueuePlan,
     ) -> list[AnyTaskResult]:
         """``enqueue_many`` of a validated task: now, on commit, or into the outbox."""
-        prepared = [self.prepare(task, args, kwargs) for args, kwargs in arguments]
-        mode = self.sends_on_commit(task)
+        prepared = [self.prepare(task, args, kwargs, plan) for args, kwargs in arguments]
+        mode = plan.commit_mode
         if mode == outbox.OUTBOX and outbox.in_transaction():
             return outbox.write(type(self), prepared)  # in the caller's transaction
         if mode:
@@ -272,13 +291,13 @@ class EchoMQBackend(BaseTaskBackend):
         return self.store(prepared)
 
     def prepare(
-        self, task: AnyTask, args: Sequence[Any], kwargs: Mapping[str, Any]
+        self, task: AnyTask, args: Sequence[Any], kwargs: Mapping[str, Any], plan: EnqueuePlan
     ) -> tuple[NewJob, AnyTaskResult]:
         """The job to send (not yet validated) and the READY result to hand back.
 
         Raises on an argument that cannot be stored as JSON."""
         args, kwargs = encode_arguments(args, kwargs)
-        job = self.new_job(task, args, kwargs)
+        job = plan.new_job(args, kwargs)
         result = TaskResult(
             task=task,
             id=job.id,
@@ -296,33 +315,8 @@ class EchoMQBackend(BaseTaskBackend):
         return job, result
 
     def new_job(self, task: AnyTask, args: list[Any], kwargs: dict[str, Any]) -> NewJob:
-        payload = Payload(
-            task=task.module_path,
-            args=args,
-            kwargs=kwargs,
-            backend=self.alias,
-            takes_context=task.takes_context,
-            idempotency_key=getattr(task, "idempotency_key", None),
-            metadata=tracing.metadata(),
-        )
-        run_after: datetime | None = task.run_after
-        flow = self.flow_for(task)
-        row_fields = self.options_for(task).new_job_fields()
-        if flow.throttle_ms:  # the window's job answers while its row exists: keep it as long
-            kept = row_fields.get("result_ttl_ms", DEFAULT_RESULT_TTL_MS)
-            row_fields["result_ttl_ms"] = max(kept, flow.throttle_ms)
-        return NewJob(
-            payload=payload.dumps(),
-            task=payload.task,
-            priority=int(task.priority),
-            due_ms=due_ms(run_after),
-            run_after=run_after.isoformat() if run_after is not None else "",
-            idempotency_key=payload.idempotency_key,
-            limits=flow.limits(payload.task, self.queue_rates.get(task.queue_name), args, kwargs),
-            throttle_ms=flow.throttle_ms,
-            debounce_ms=flow.debounce_ms,
-            **row_fields,
-        )
+        """The job of one enqueue of a valid ``task`` (arguments encoded; not yet validated)."""
+        return self.plan_for(task).new_job(args, kwargs)
 
     def store(self, prepared: Sequence[tuple[NewJob, AnyTaskResult]]) -> list[AnyTaskResult]:
         """Send the jobs (one script call each, one round trip); ``task_enqueued`` per job stored.
@@ -340,13 +334,15 @@ class EchoMQBackend(BaseTaskBackend):
             replies = [jobs.enqueue(queue, prepared[0][0])]
         else:
             replies = jobs.enqueue_many(queue, [job for job, _ in prepared])
+        use_tz = settings.USE_TZ
         for (_, result), stored in zip(prepared, replies):
             if not stored.created:
                 earlier = self.read(queue, stored.id)
                 for f in fields(earlier):
                     object.__setattr__(result, f.name, getattr(earlier, f.name))
                 continue
-            object.__setattr__(result, "enqueued_at", from_server_us(stored.enqueued_at))
+            enqueued_at = from_server_us(stored.enqueued_at, use_tz)
+            object.__setattr__(result, "enqueued_at", enqueued_at)
             task_enqueued.send(type(self), task_result=result)
         return [result for _, result in prepared]
 

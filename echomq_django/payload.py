@@ -75,19 +75,10 @@ class Payload:
     metadata: dict[str, str] | None = None  # the enqueuer's trace context (tracing.py)
 
     def dumps(self) -> str:
-        data: dict[str, Any] = {
-            "v": VERSION,
-            "task": self.task,
-            "args": self.args,
-            "kwargs": self.kwargs,
-            "backend": self.backend,
-            "takes_context": self.takes_context,
-        }
-        if self.idempotency_key is not None:
-            data["idempotency_key"] = self.idempotency_key
-        if self.metadata:
-            data["metadata"] = self.metadata
-        return PAYLOAD_ENCODER.encode(data)
+        template = PayloadTemplate.of(
+            self.task, self.backend, self.takes_context, self.idempotency_key
+        )
+        return template.render(self.args, self.kwargs, self.metadata)
 
     @classmethod
     def loads(cls, text: str) -> Payload:
@@ -110,6 +101,41 @@ class Payload:
             idempotency_key=data.get("idempotency_key"),
             metadata=data.get("metadata"),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadTemplate:
+    """The one writer of a payload's text: the JSON object, key by key in a fixed order.
+
+    The parts that are the same for every enqueue of one Task (its path, backend,
+    context flag, idempotency key) are encoded once, into ``head`` (up to the
+    arguments) and ``tail``; a call encodes only its arguments and trace context.
+    The text is what ``PAYLOAD_ENCODER`` writes for the whole object, byte for byte.
+    """
+
+    head: str
+    tail: str
+
+    @classmethod
+    def of(
+        cls, task: str, backend: str, takes_context: bool, idempotency_key: str | None
+    ) -> PayloadTemplate:
+        encode = PAYLOAD_ENCODER.encode
+        tail = f',"backend":{encode(backend)},"takes_context":{encode(takes_context)}'
+        if idempotency_key is not None:
+            tail += f',"idempotency_key":{encode(idempotency_key)}'
+        return cls(f'{{"v":{VERSION},"task":{encode(task)},"args":', tail)
+
+    def render(
+        self, args: list[Any], kwargs: dict[str, Any], metadata: dict[str, str] | None = None
+    ) -> str:
+        """The payload of one call (``args`` and ``kwargs`` as ``encode_arguments`` gave them)."""
+        encode = PAYLOAD_ENCODER.encode
+        text = (
+            f"{self.head}{encode(args) if args else '[]'},"
+            f'"kwargs":{encode(kwargs) if kwargs else "{}"}{self.tail}'
+        )
+        return f'{text},"metadata":{encode(metadata)}}}' if metadata else text + "}"
 
 
 PAYLOAD_FIELDS: dict[str, type | tuple[type, ...]] = {

@@ -122,16 +122,32 @@ class Script:
         """The KEYS of a call on ``queue``, in the header's order. A key built by a
         method takes its argument by the header's name (``job=job_id``), a list of
         keys a sequence of them (``job=[id, ...]``); a list not given is empty."""
-        unknown = named.keys() - {*self.signature.keys, *self.signature.key_list}
+        unknown = named.keys() - self._key_names
         if unknown:
             raise TypeError(f"script {self.name} has no KEYS named {', '.join(sorted(unknown))}")
-        keys = []
-        for key in self.signature.keys:
-            built = getattr(queue, key)
-            keys.append(built(named[key]) if callable(built) else built)
+        keys = [
+            getattr(queue, key)(named[key]) if built else getattr(queue, key)
+            for key, built in self._fixed_keys
+        ]
         for key in self.signature.key_list:
             keys += map(getattr(queue, key), named.get(key, ()))
         return keys
+
+    @cached_property
+    def _key_names(self) -> frozenset[str]:
+        return frozenset((*self.signature.keys, *self.signature.key_list))
+
+    @cached_property
+    def _fixed_keys(self) -> tuple[tuple[str, bool], ...]:
+        """The fixed KEYS by name, each with whether a method builds it (from a named
+        argument) rather than a property: told apart once, not at every call."""
+        return tuple(
+            (
+                key,
+                not isinstance(inspect.getattr_static(QueueKeys, key), cached_property | property),
+            )
+            for key in self.signature.keys
+        )
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ def one_line(value: object, name: str, limit: int) -> str:
     """``value`` if it is one printable line a script may splice into a reply or a key."""
     if not isinstance(value, str):
         raise InvalidJobOptions(f"{name} must be a string, not {type(value).__name__}")
-    if len(value) > limit or any(ch in value for ch in '\r\n"\\') or not value.isprintable():
+    # isprintable() is False for CR and LF: only quotes and backslashes need a look of their own.
+    if len(value) > limit or '"' in value or "\\" in value or not value.isprintable():
         raise InvalidJobOptions(
             f"{name} must be one printable line without quotes or backslashes, "
             f"at most {limit} characters"

@@ -126,3 +126,42 @@ def test_a_remembered_valid_task_is_checked_again_when_use_tz_changes(settings, 
     settings.USE_TZ = True
     with pytest.raises(InvalidTask, match="aware"):
         backend.validate_task(task)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    args=st.lists(json_values, max_size=3),
+    kwargs=st.dictionaries(st.text(max_size=5), json_values, max_size=3),
+    takes_context=st.booleans(),
+    key=st.none() | st.text(max_size=8),
+    metadata=st.none() | st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2),
+)
+def test_the_payload_template_writes_what_encoding_the_whole_object_writes(
+    args, kwargs, takes_context, key, metadata
+):
+    from echomq_django.payload import PAYLOAD_ENCODER
+
+    try:
+        args, kwargs = encode_arguments(args, kwargs)
+    except InvalidTask:
+        return
+    whole = {"v": 1, "task": "a.b", "args": args, "kwargs": kwargs, "backend": "default"}
+    whole["takes_context"] = takes_context
+    if key is not None:
+        whole["idempotency_key"] = key
+    if metadata:
+        whole["metadata"] = metadata
+    payload = Payload("a.b", args, kwargs, "default", takes_context, key, metadata)
+    assert payload.dumps() == PAYLOAD_ENCODER.encode(whole)
+
+
+def test_a_task_is_planned_once_and_planned_again_when_use_tz_changes(settings, echomq):
+    backend = tasks.add.get_backend()
+    settings.USE_TZ = True
+    plan = backend.plan_for(tasks.add)
+    assert backend.plan_for(tasks.add) is plan
+    first, second = tasks.add.enqueue(1, 2), tasks.add.enqueue(3, 4)
+    assert first.id != second.id and backend.plan_for(tasks.add) is plan
+    assert tasks.add.get_result(second.id).args == [3, 4]
+    settings.USE_TZ = False
+    assert backend.plan_for(tasks.add) is not plan

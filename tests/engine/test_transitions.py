@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -80,6 +83,31 @@ def test_job_ids_made_one_after_another_sort_in_that_order():
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     assert all(validate_job_id(i) == i for i in ids[::997])
     assert {i[:13] for i in ids} != {ids[0][:13]}  # it spanned several milliseconds
+
+
+FORKED_IDS = """
+import os
+from echomq_django.engine.keyspace import new_job_id
+new_job_id()  # the pool is drawn
+read, write = os.pipe()
+if os.fork() == 0:  # the child: its next ids, to the parent
+    os.write(write, " ".join(new_job_id() for _ in range(50)).encode())
+    os._exit(0)
+os.close(write)
+mine = {new_job_id() for _ in range(50)}
+os.wait()
+theirs = set(os.fdopen(read).read().split())
+assert len(theirs) == 50 and not mine & theirs
+assert {i[24:] for i in mine}.isdisjoint(i[24:] for i in theirs)  # the random tails too
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_never_makes_the_ids_its_parent_makes():
+    """The random bits are drawn in pools: a child that kept its parent's pool (and
+    counter) would make the parent's next ids, one for one, in the same millisecond.
+    (In an interpreter of its own: this one runs threads, and forking it is unsafe.)"""
+    subprocess.run([sys.executable, "-c", FORKED_IDS], check=True, timeout=60)
 
 
 def test_enqueue_of_an_existing_id_raises_and_changes_nothing(jobs):

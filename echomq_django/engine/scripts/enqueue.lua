@@ -24,8 +24,9 @@
 -- returned row's server time in µs. Or an EMQEXISTS error when a row with this id
 -- exists already; that job is not stored, the others are. Batching (the backend's
 -- bulk enqueue) shares the clock, the sequence INCRBY, the counters and the wake-up.
--- @include "limits"
 -- @include "store_job"
+-- @include "unhold"
+-- @include "wake"
 local n = tonumber(ARGV[1])
 -- The sequence first: if INCRBY fails (a corrupt counter), it fails before any write,
 -- never after a row (a row in no place). A scheduled job leaves a gap: harmless.

@@ -95,15 +95,7 @@ local function gate_hold(jk, id, score, g, due)
   redis.call('ZADD', GATES, fmt(due), g.name)
 end
 
--- A pending job leaves its place other than by a claim (cancel, delete, debounce):
--- out of its gate's line too.
-local function gate_unhold(jk, id)
-  local name = redis.call('HGET', jk, 'held')
-  if name and name ~= '' then
-    redis.call('ZREM', base .. 'held:' .. name, id)
-    redis.call('HDEL', jk, 'held')
-  end
-end
+-- @include "unhold"
 
 -- Gates that may admit now give back up to `count` held jobs to pending (their old
 -- scores: the front of the line), where this claim pops them and checks them again.

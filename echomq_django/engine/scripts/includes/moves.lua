@@ -29,11 +29,7 @@ local function to_dead(jk, id, dead_key, metrics_key, cancelled)
   end
 end
 
--- Wake one idle worker blocked on the queue's wake key (BZPOPMIN). The set
--- holds one member, so enqueueing costs one no-op write when nobody waits.
-local function wake(wake_key)
-  redis.call('ZADD', wake_key, 0, 'w')
-end
+-- @include "wake"
 
 -- Due scheduled jobs into pending, at most `limit` of them.
 local function promote_due(scheduled_key, pending_key, seq_key, limit)

@@ -1,0 +1,87 @@
+"""What every enqueue of one Task has in common, worked out once per Task (issue 23).
+
+A Task is frozen: its path, queue, priority, run_after, job options, flow control,
+commit mode and the fixed part of its payload are the same at every call. The
+backend builds an ``EnqueuePlan`` the first time a Task is enqueued (after
+validating it) and remembers it, so a call does only its own work: the arguments,
+the job id, the payload's text, the concurrency key and the row's due time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from . import tracing
+from .compat import AnyTask
+from .engine.jobs import DEFAULT_RESULT_TTL_MS, NewJob
+from .engine.limits import RateLimit
+from .flow import TaskFlow
+from .options import JobOptions
+from .payload import PayloadTemplate, due_ms
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueuePlan:
+    """A Task's enqueues: the NewJob fields they share, and how a call adds its own."""
+
+    commit_mode: bool | str  # the backend's ENQUEUE_ON_COMMIT, or the task's own choice
+    payload: PayloadTemplate
+    job_fields: Mapping[str, Any]  # NewJob keywords every call shares
+    run_after: datetime | None  # its due time is computed per call (a naive one is local time)
+    flow: TaskFlow
+    queue_rate: RateLimit | None
+    limits: str  # the row's gates when no concurrency key makes them per call
+
+    @classmethod
+    def of(
+        cls,
+        task: AnyTask,
+        *,
+        backend: str,
+        options: JobOptions,
+        flow: TaskFlow,
+        queue_rate: RateLimit | None,
+        commit_mode: bool | str,
+    ) -> EnqueuePlan:
+        """The plan of a valid ``task`` with its backend's view of it (the backend's alias,
+        the task's options over the backend's, its flow, its queue's rate limit)."""
+        path = task.module_path
+        idempotency_key = getattr(task, "idempotency_key", None)
+        row_fields = options.new_job_fields()
+        if flow.throttle_ms:  # the window's job answers while its row exists: keep it as long
+            kept = row_fields.get("result_ttl_ms", DEFAULT_RESULT_TTL_MS)
+            row_fields["result_ttl_ms"] = max(kept, flow.throttle_ms)
+        run_after: datetime | None = task.run_after
+        return cls(
+            commit_mode=commit_mode,
+            payload=PayloadTemplate.of(path, backend, task.takes_context, idempotency_key),
+            job_fields={
+                "task": path,
+                "priority": int(task.priority),
+                "run_after": run_after.isoformat() if run_after is not None else "",
+                "idempotency_key": idempotency_key,
+                "throttle_ms": flow.throttle_ms,
+                "debounce_ms": flow.debounce_ms,
+                **row_fields,
+            },
+            run_after=run_after,
+            flow=flow,
+            queue_rate=queue_rate,
+            limits="" if flow.key is not None else flow.limits(path, queue_rate, (), {}),
+        )
+
+    def new_job(self, args: list[Any], kwargs: dict[str, Any]) -> NewJob:
+        """The job of one call (``args``/``kwargs`` encoded already; not yet validated)."""
+        limits = self.limits
+        if self.flow.key is not None:  # the key is a function of the arguments
+            path = self.job_fields["task"]
+            limits = self.flow.limits(path, self.queue_rate, args, kwargs)
+        return NewJob(
+            payload=self.payload.render(args, kwargs, tracing.metadata()),
+            due_ms=0 if self.run_after is None else due_ms(self.run_after),
+            limits=limits,
+            **self.job_fields,
+        )
