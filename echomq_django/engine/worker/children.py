@@ -75,6 +75,7 @@ class _Process:
     stops: Connection
     pending: dict[Key, OnEnd] = field(default_factory=dict)
     killed_for: Key | None = None
+    reader: threading.Thread | None = None  # reads conn; alone closes the pipes (_read)
 
 
 class Child:
@@ -124,9 +125,10 @@ class Child:
         self._process = process = _Process(
             popen, Connection(ours.detach()), Connection(our_stops.detach())
         )
-        threading.Thread(
+        process.reader = threading.Thread(
             target=self._read, args=(process,), name="echomq-child-reader", daemon=True
-        ).start()
+        )
+        process.reader.start()
 
     def alive(self) -> bool:
         return self._process is not None and self._process.popen.poll() is None
@@ -162,11 +164,15 @@ class Child:
             process.popen.kill()
             process.popen.wait(10)
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Kill the child and wait for its reader to end its jobs and close its pipes.
+
+        The reader alone closes them: it may be reading one, and a descriptor closed
+        under a read, or closed twice, may by then be another file's (a socket's)."""
         self.kill()
-        if self._process is not None:
-            self._process.conn.close()
-            self._process.stops.close()
+        process = self._process
+        if process is not None and process.reader not in (None, threading.current_thread()):
+            process.reader.join(timeout_s)
 
     def _read(self, process: _Process) -> None:
         """Hand each outcome to its job's ``on_end`` (in this thread: no executor is
