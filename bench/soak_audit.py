@@ -248,8 +248,17 @@ def _audit_executions(a: Audit, rows, runs, fleet) -> None:
         jid for jid, r in rows.items() if r["state"] == "completed" and (jid, _runs(r)) not in runs
     ]
     a.add("completed jobs whose final execution is not in a side log", len(unlogged), not unlogged)
-    cut = [k for k, run in runs.items() if run["end"] is None and run["worker"] not in fleet.killed]
+    # A graceful stop whose grace runs out kills the child still running a job, and
+    # only then releases it (issue 15: no overlap): that run is cut short by design.
+    # On a loaded machine a child restarted just before the SIGTERM may start its job
+    # seconds late, and run into the grace.
+    unended = [run["worker"] for run in runs.values() if run["end"] is None]
+    cut = [w for w in unended if w not in fleet.killed and w not in fleet.termed]
     a.add("executions cut short in a worker that was not killed", len(cut), not cut)
+    a.add(
+        "executions cut short by a graceful stop's grace",
+        sum(w in fleet.termed and w not in fleet.killed for w in unended),
+    )
     zombies = [
         k
         for k, run in runs.items()
