@@ -62,6 +62,7 @@ class ChildDied(Exception):
         super().__init__(f"its process died ({how}) while running {running} job(s)")
 
 
+READER_JOIN_S = 5.0  # close() waits this long for the reader (a child that cannot be killed)
 OnEnd = Callable[[Any], None]  # takes the job's outcome, or a ChildDied
 
 
@@ -164,7 +165,7 @@ class Child:
             process.popen.kill()
             process.popen.wait(10)
 
-    def close(self, timeout_s: float = 5.0) -> None:
+    def close(self) -> None:
         """Kill the child and wait for its reader to end its jobs and close its pipes.
 
         The reader alone closes them: it may be reading one, and a descriptor closed
@@ -172,7 +173,7 @@ class Child:
         self.kill()
         process = self._process
         if process is not None and process.reader not in (None, threading.current_thread()):
-            process.reader.join(timeout_s)
+            process.reader.join(READER_JOIN_S)
 
     def _read(self, process: _Process) -> None:
         """Hand each outcome to its job's ``on_end`` (in this thread: no executor is
