@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
-from .engine.spans import propagate, recording, trace  # the one guarded import
+from .engine.spans import otel_context, propagate, recording, trace  # the one guarded import
 
 TRACER_NAME = "echomq_django"
 METADATA_KEYS = ("traceparent", "tracestate")
@@ -74,14 +74,28 @@ def metadata() -> dict[str, str] | None:
 def execute_span(
     task: str, queue: str, job_id: str, attempt: int, carried: Mapping[str, Any] | None
 ) -> Iterator[Span]:
-    """The span of one run of a job, a child of the span that enqueued it (if any)."""
+    """The span of one run of a job, a child of the span that enqueued it (if any).
+
+    Without a tracer provider no span is started (a fifth of a no-op job's run went
+    to the API's non-recording one); the carried context is still made current, so
+    what the task sends on (a job it enqueues, a request) carries it, as before."""
     if trace is None:
         yield Span()
         return
-    strings = {
-        k: v for k, v in (carried or {}).items() if k in METADATA_KEYS and isinstance(v, str)
-    }
+    strings = (
+        {k: v for k, v in carried.items() if k in METADATA_KEYS and isinstance(v, str)}
+        if carried
+        else None
+    )
     parent = propagate.extract(strings) if strings else None
+    if not recording():
+        token = None if parent is None else otel_context.attach(parent)
+        try:
+            yield Span()
+        finally:
+            if token is not None:
+                otel_context.detach(token)
+        return
     with _tracer().start_as_current_span(
         f"echomq execute {task}",
         context=parent,

@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from typing import Any
 
 try:
+    from opentelemetry import context as otel_context
     from opentelemetry import propagate, trace
 except ImportError:  # the [otel] extra is not installed
     trace = None  # type: ignore[assignment]
     propagate = None  # type: ignore[assignment]
+    otel_context = None  # type: ignore[assignment]
 
-__all__ = ["TRACER_NAME", "note_refusals", "propagate", "script_span", "trace"]
+__all__ = ["TRACER_NAME", "note_refusals", "otel_context", "propagate", "script_span", "trace"]
 TRACER_NAME = "echomq_django.engine"
 
 

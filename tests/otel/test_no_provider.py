@@ -28,3 +28,20 @@ def test_no_provider_no_span_and_the_callers_context_still_travels(jobs):
     carried = Payload.loads(jobs.get("default", inside.id).payload).metadata
     assert carried["traceparent"] == f"00-{TRACE_ID:032x}-{SPAN_ID:016x}-01"
     assert Payload.loads(jobs.get("default", outside.id).payload).metadata is None
+
+
+def test_no_provider_a_run_starts_no_span_and_its_carried_context_is_current():
+    """What the task enqueues or sends on still carries the enqueuer's trace; outside
+    the run the context is as it was."""
+    from echomq_django import tracing
+
+    carried = {"traceparent": f"00-{TRACE_ID:032x}-{SPAN_ID:016x}-01", "other": "x"}
+    with tracing.execute_span("t", "q", "id", 1, carried) as span:
+        current = trace.get_current_span()
+        span.set("echomq.outcome", "success")  # a no-op, not an error
+        assert not current.is_recording()
+        assert current.get_span_context().trace_id == TRACE_ID
+        assert tracing.metadata() == {"traceparent": carried["traceparent"]}
+    assert not trace.get_current_span().get_span_context().is_valid
+    with tracing.execute_span("t", "q", "id", 1, None):
+        assert not trace.get_current_span().get_span_context().is_valid
