@@ -20,7 +20,7 @@ engine's script calls have spans of their own (``engine/spans.py``).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from .engine.spans import otel_context, propagate, recording, trace  # the one guarded import
@@ -70,18 +70,26 @@ def metadata() -> dict[str, str] | None:
     return {k: v for k, v in carrier.items() if k in METADATA_KEYS} or None
 
 
-@contextmanager
+NO_SPAN = nullcontext(Span())  # what a run is in when nothing is traced: nothing to do
+
+
 def execute_span(
     task: str, queue: str, job_id: str, attempt: int, carried: Mapping[str, Any] | None
-) -> Iterator[Span]:
+) -> AbstractContextManager[Span]:
     """The span of one run of a job, a child of the span that enqueued it (if any).
 
     Without a tracer provider no span is started (a fifth of a no-op job's run went
-    to the API's non-recording one); the carried context is still made current, so
+    to the API's non-recording one); a carried context is still made current, so
     what the task sends on (a job it enqueues, a request) carries it, as before."""
-    if trace is None:
-        yield Span()
-        return
+    if trace is None or not (carried or recording()):
+        return NO_SPAN
+    return _execute_span(task, queue, job_id, attempt, carried)
+
+
+@contextmanager
+def _execute_span(
+    task: str, queue: str, job_id: str, attempt: int, carried: Mapping[str, Any] | None
+) -> Iterator[Span]:
     strings = (
         {k: v for k, v in carried.items() if k in METADATA_KEYS and isinstance(v, str)}
         if carried
