@@ -18,13 +18,14 @@ _ONE_MS = timedelta(milliseconds=1)
 
 def from_server(value: object, per_second: int) -> datetime | None:
     """A server time in µs (``US``) or ms (``MS``) as an aware UTC datetime, or None."""
-    if isinstance(value, bool) or value is None or value == "":
-        return None
-    if not isinstance(value, int):
-        try:
-            value = int(str(value))
-        except ValueError:
+    if type(value) is not int:  # a row's times are ints: one check for them
+        if isinstance(value, bool) or value is None or value == "":
             return None
+        if not isinstance(value, int):
+            try:
+                value = int(str(value))
+            except ValueError:
+                return None
     try:
         return EPOCH + timedelta(microseconds=value * (US // per_second))
     except OverflowError:
