@@ -2,9 +2,10 @@
 
 Optional: ``pip install echomq-django[otel]`` (``opentelemetry-api`` only; the
 application brings the SDK and its exporters, as with any instrumented library).
-Without the API installed every function here is a no-op; with the API but no SDK
-configured, the API's own no-op tracer makes them cost a context lookup. The
-engine's script calls have spans of their own (``engine/spans.py``).
+Without the API installed every function here is a no-op; with the API but no tracer
+provider set, no span is started either (``spans.recording()``), and a trace context
+the caller or the job carries still travels on. The engine's script calls have spans
+of their own (``engine/spans.py``).
 
 * ``enqueue_span(task, queue)``: a PRODUCER span ``echomq enqueue <task>`` around
   the enqueue; ``metadata()`` inside it is the W3C trace context
