@@ -90,7 +90,7 @@ class WorkerInfo:
                 running=[str(j) for j in running],
                 started_at=_unix_seconds(fields["started_at"]),
                 last_seen=_unix_seconds(fields["last_seen"]),
-                sizes={str(q): n for q, n in sizes.items()},
+                sizes=sizes,  # JSON object keys are strings already
                 processes=processes,
             )
         except (KeyError, TypeError) as exc:
