@@ -33,7 +33,7 @@ from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Claimed, Jobs
 from echomq_django.engine.reaper import Reaper
 from echomq_django.engine.retry_policy import RetryPolicy
-from echomq_django.engine.worker import Outcome, Success, Worker
+from echomq_django.engine.worker import Outcome, Success, Supervisor, Worker
 from echomq_django.logs import TEXT_FORMAT
 
 logger = logging.getLogger("echomq.test-proc")
@@ -65,6 +65,12 @@ def handler(claimed: Claimed) -> Outcome:
     if spec.get("fail"):
         raise RuntimeError("asked to fail")
     return Success(json.dumps({"pid": os.getpid()}))
+
+
+def setup(url: str) -> tuple[Jobs, Callable[[Claimed], Outcome]]:
+    """A supervised child's jobs and handler (``Supervisor(setup=...)``)."""
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=TEXT_FORMAT)
+    return Jobs(Connector.from_url(url)), handler
 
 
 def stop_on_signals(stop: Callable[[], None]) -> None:
@@ -100,20 +106,26 @@ def main(argv: list[str] | None = None) -> int:
         stop_on_signals(reaper.stop)
         reaper.run()
         return 0
-    worker = Worker(
-        jobs,
-        args.queues,
-        handler,
+    options = dict(
         concurrency=args.concurrency,
         lease_ms=args.lease_ms,
         name=args.name,
         burst=args.burst,
         grace_s=args.grace,
         retry_policy=RetryPolicy(base_ms=0),
-        processes=args.processes,
         time_limit_s=args.time_limit,
-        child_handler="tests.support.engine_proc:handler",  # run as __main__: name it
     )
+    worker: Worker | Supervisor
+    if args.processes:
+        worker = Supervisor(
+            jobs, args.queues, processes=args.processes, setup="tests.support.engine_proc:setup",
+            setup_args={"url": args.url}, **options,
+        )  # fmt: skip
+    else:
+        # run as __main__: the solo child imports the handler by name
+        worker = Worker(
+            jobs, args.queues, handler, child_handler="tests.support.engine_proc:handler", **options
+        )
     stop_on_signals(worker.stop)
     stats = worker.run()
     if args.stats:

@@ -46,7 +46,7 @@ def resolve(ref: Any) -> Any:
     return obj
 
 
-def _die_with_parent(parent: int) -> None:
+def die_with_parent(parent: int) -> None:
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PDEATHSIG
     except (AttributeError, OSError):
@@ -68,7 +68,7 @@ def _child_main(
     until the parent closes the pipes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _die_with_parent(parent)
+    die_with_parent(parent)
     if initializer:
         resolve(initializer)()
     serving = _Serving(runs, resolve(handler))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from ..errors import ServerUnavailable, StaleToken
 from ..jobs import Jobs
@@ -23,7 +24,6 @@ from ..outcome import Failure, summary_line
 from ..outcome import error_object as _as_error_object
 from ..retry_policy import RetryPolicy
 from .lease import Lease
-from .ledger import Ledger
 from .running import Crashed
 from .stats import Tally
 
@@ -34,7 +34,7 @@ class Endings:
     def __init__(
         self,
         jobs: Jobs,
-        ledger: Ledger,
+        forget: Callable[..., None],
         tally: Tally,
         outage: Outage,
         worker_id: str,
@@ -44,7 +44,7 @@ class Endings:
         give_up: threading.Event,
     ) -> None:
         self._jobs = jobs
-        self._ledger = ledger
+        self._forget = forget  # let the ended leases go (the worker's ledger)
         self._tally = tally
         self._outage = outage
         self._worker_id = worker_id
@@ -88,7 +88,7 @@ class Endings:
                 self._tally.add("retried")
                 wait = backoff if outcome.state == "scheduled" else 0
                 lease.log(self._worker_id, "", outcome="retried", failure=failure, retry_in_ms=wait)
-        self._ledger.forget(lease)
+        self._forget(lease)
 
     def crashed(self, lease: Lease, crash: Crashed) -> None:
         """Its process died under it. Alone in it: the job's own crash, charged now (no
@@ -127,7 +127,7 @@ class Endings:
                 f"{crash.why}; {outcome.state} after {outcome.due_ms} crash(es)",
                 outcome="crashed",
             )
-        self._ledger.forget(lease)
+        self._forget(lease)
 
     def release(self, *leases: Lease, solo: bool = False) -> None:
         """Give jobs back to pending, refunded, in one round trip (a read-ahead of up to
@@ -153,11 +153,11 @@ class Endings:
                 released += 1
                 logger.info("job %s %s released back to pending", lease.claimed.id, lease.task)
         self._tally.add("released", released)
-        self._ledger.forget(*leases)
+        self._forget(*leases)
 
     def discard(self, lease: Lease) -> None:
         if lease.lost:
             lease.log(self._worker_id, f"lease lost ({lease.lost})", outcome="discarded")
         else:
             lease.log(self._worker_id, "released at shutdown", outcome="discarded")
-        self._ledger.forget(lease)
+        self._forget(lease)

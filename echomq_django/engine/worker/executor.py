@@ -1,14 +1,13 @@
-"""The worker's executors: threads taking the next claimed job, running it
-(``running.Runner``), then ending its lease by its outcome (``_end``).
-
-In thread mode there is one per slot, and the job runs in it. In process mode there
-is one per child: it hands the child jobs while the child has a free thread and
-does not wait for them; the child's reader thread ends each one through ``_end``
-(a thread blocked per job, woken per outcome, cost a third of the throughput).
+"""The worker's executors: one thread per slot, each taking the next claimed job,
+running it (``running.Runner``) in that thread, then ending its lease by its outcome
+(``_end``).
 
 A run in a thread that outlives its soft stop (stuck in one C call) is *abandoned*:
 its failure is recorded at once and a new thread takes its slot; the stuck thread
 discards its outcome when the call returns, and exits.
+
+In a supervised child worker each run is also written on the board its supervisor
+reads (``link.Link``): that is how the supervisor knows what runs, for how long.
 """
 
 from __future__ import annotations
@@ -24,10 +23,12 @@ from ..outage import Outage
 from ..outcome import Failure, Success
 from .children import Key
 from .completions import Completions
+from .config import WorkerConfig
 from .endings import Endings
 from .heartbeat import Alarm
 from .lease import CANCEL_CHECK_S, STAMP_AFTER_S, Lease
 from .ledger import Ledger
+from .link import Link
 from .running import Crashed, Runner, RunResult, stopped_failure
 
 logger = logging.getLogger("echomq.worker")
@@ -45,8 +46,8 @@ class Executors:
         outage: Outage,
         worker_id: str,
         *,
-        slots: int,
-        time_limit_s: float,
+        config: WorkerConfig,
+        link: Link | None,
         stopping: threading.Event,
         give_up: threading.Event,
     ) -> None:
@@ -58,16 +59,17 @@ class Executors:
         self._alarm = alarm
         self._outage = outage
         self._worker_id = worker_id
-        self._slots = slots
-        self._time_limit_s = time_limit_s
+        self._config = config
+        # Supervised: the supervisor times the runs (they get no deadline here) and
+        # every run is in a child process (see start.lua's ``isolated``).
+        self._link = link
         self._stopping = stopping
         self._give_up = give_up
-        runner.on_abandon = self._abandon
+        if link is None:  # a supervised child's stuck run is its supervisor's to kill
+            runner.on_abandon = self._abandon
 
     def start(self) -> None:
-        # Process mode: one thread per child hands it jobs while it has a free thread
-        # (``Runner.room``); their ends come back through the child's reader.
-        for slot in range(self._runner.processes or self._slots):
+        for slot in range(self._config.concurrency):
             self._start(slot)
 
     def _start(self, slot: int) -> None:
@@ -81,39 +83,34 @@ class Executors:
         self._completions.flush_soon()
 
     def _loop(self, slot: int) -> None:
-        room = self._runner.room(slot)
         while True:
-            if room is not None:
-                room.acquire()
             lease = self._ledger.take(self._idle)
             if lease is None:
                 return
-            self._run_one(lease, slot, room)
+            self._run_one(lease, slot)
             if lease.abandoned:  # its slot went to a new thread while this one was stuck
                 return
 
-    def _run_one(self, lease: Lease, slot: int, room: threading.Semaphore | None) -> None:
-        """Start ``lease``'s run (or let it go); ``room``, taken for it, is given back
-        once it no longer runs, unless a job taken at its end runs in its place."""
-        # A running job is checked every second (the renewal is how a cancel reaches
-        # it), and stamped once it has run STAMP_AFTER_S: the heartbeat looks then.
-        # (A wake only when that is sooner than the alarm: at most one per STAMP_AFTER_S.)
-        self._alarm.renew_by(min(lease.renewed_at + CANCEL_CHECK_S,
-                                 time.monotonic() + STAMP_AFTER_S), wake=True)  # fmt: skip
-        handed_off = False
+    def _run_one(self, lease: Lease, slot: int) -> None:
+        """Run ``lease``'s job (or let it go)."""
+        if self._link is None:
+            # A running job is checked every second (the renewal is how a cancel reaches
+            # it), and stamped once it has run STAMP_AFTER_S: the heartbeat looks then.
+            # (A wake only when that is sooner than the alarm: at most one per STAMP_AFTER_S.)
+            self._alarm.renew_by(min(lease.renewed_at + CANCEL_CHECK_S,
+                                     time.monotonic() + STAMP_AFTER_S), wake=True)  # fmt: skip
         try:
             if self._stopping.is_set() or not self._mark_started(lease):
                 self._endings.release(lease)
             elif lease.lost:
                 self._endings.discard(lease)
             else:
-                handed_off = self._process(lease, slot, room)
+                self._process(lease, slot)
         except BaseException:  # never lose an executor thread; the reaper recovers the job
             logger.exception("job %s: the worker failed while finishing it", lease.claimed.id)
             self._ledger.forget(lease)
         finally:
-            if not handed_off:
-                self._after(lease, room)
+            self._ledger.end_solo(lease)
 
     def _mark_started(self, lease: Lease) -> bool:
         """Tell the server this job's run begins, before it runs. The claim did it for
@@ -122,7 +119,7 @@ class Executors:
         if lease.armed or lease.claimed.job is None:  # a corrupt row runs no task
             return True
         items = [(lease.claimed.queue, lease.claimed.id, lease.claimed.token)]
-        isolated = bool(self._runner.processes) or (lease.solo and self._runner.can_isolate)
+        isolated = self._link is not None or (lease.solo and self._runner.can_isolate)
 
         def start() -> Sequence[object]:
             return self._jobs.start_many(self._worker_id, items, isolated=isolated)
@@ -137,45 +134,21 @@ class Executors:
             lease.armed = True
         return True
 
-    def _process(self, lease: Lease, slot: int, room: threading.Semaphore | None) -> bool:
-        """Run the job, or hand it to a child (True: it ends in ``_end``, called by the
-        child's reader)."""
+    def _process(self, lease: Lease, slot: int) -> None:
+        """Run the job and end its lease."""
         lease.begin_run(self._worker_id)  # now: marking it may have taken a round trip
         lease.slot = slot
-        limit_s = self._time_limit(lease)
-        if room is not None and not lease.solo:
-
-            def ended(outcome: RunResult) -> None:
-                try:
-                    self._end(lease, outcome)
-                except BaseException:  # never lose the reader; the reaper recovers the job
-                    logger.exception(
-                        "job %s: the worker failed while finishing it", lease.claimed.id
-                    )
-                    self._ledger.forget(lease)
-                self._ledger.end_solo(lease)
-                # The child's thread is free: the reader hands it the next job itself
-                # (waking the executor for each job cost a thread switch per job).
-                following = None if self._stopping.is_set() else self._ledger.take_now()
-                if following is None:
-                    room.release()
-                else:
-                    self._run_one(following, slot, room)
-
-            self._runner.hand_off(slot, lease.key, lease.claimed, limit_s, ended)
-            return True
+        link = self._link
+        if link is not None:
+            link.begin(lease)
         try:
-            outcome = self._runner.run(lease.key, lease.claimed, lease.solo, limit_s)
+            outcome = self._runner.run(lease.key, lease.claimed, lease.solo, self._limit_s(lease))
         except (TimeLimitExceeded, Cancelled) as exc:  # a soft stop landing as the run ended
             outcome = stopped_failure(type(exc), "stopped as it ended")
+        finally:
+            if link is not None:
+                link.end(lease)
         self._end(lease, outcome)
-        return False
-
-    def _after(self, lease: Lease, room: threading.Semaphore | None) -> None:
-        """The job no longer takes its executor's place."""
-        self._ledger.end_solo(lease)
-        if room is not None:
-            room.release()
 
     def _end(self, lease: Lease, outcome: RunResult) -> None:
         """End the lease by the run's outcome."""
@@ -202,13 +175,9 @@ class Executors:
         else:
             self._endings.fail(lease, outcome)
 
-    def _time_limit(self, lease: Lease) -> float:
-        """Seconds the run may take (0: no limit): the job's own, capped by the worker's."""
-        own = lease.claimed.job.timeout_ms / 1000 if lease.claimed.job else 0.0
-        cap = self._time_limit_s
-        if own and cap:
-            return min(own, cap)
-        return own or cap
+    def _limit_s(self, lease: Lease) -> float:
+        """Seconds the run may take here (0: no limit, or its supervisor keeps it)."""
+        return 0.0 if self._link is not None else lease.limit_s
 
     def _abandon(self, key: Key, failure: Failure) -> None:
         """A run in a thread outlived its soft stop (stuck in C code): record its failure

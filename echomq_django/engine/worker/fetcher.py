@@ -15,15 +15,17 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from ..errors import EchoMQError, ServerUnavailable
 from ..events import EventLog
 from ..jobs import Claim, Claimed, Jobs
 from ..outage import Outage
+from .config import WorkerConfig
 from .heartbeat import Alarm
 from .lease import Lease
 from .ledger import Ledger
+from .link import Link
 from .shares import Share
 from .stats import Tally
 from .waiting import IdleWait
@@ -45,11 +47,8 @@ class Fetcher:
         outage: Outage,
         worker_id: str,
         *,
-        queues: Sequence[str],
-        lease_ms: int,
-        isolated: bool,
-        burst: bool,
-        max_jobs: int | None,
+        config: WorkerConfig,
+        link: Link | None,
         stopping: threading.Event,
         on_fatal: Callable[[str], None],
         events: EventLog,
@@ -62,11 +61,14 @@ class Fetcher:
         self._tally = tally
         self._outage = outage
         self._worker_id = worker_id
-        self._queues = list(queues)
-        self._lease_ms = lease_ms
-        self._isolated = isolated  # process mode: every run is in a child
-        self._burst = burst
-        self._max_jobs = max_jobs
+        self._config = config
+        self._queues = list(config.queues)
+        self._lease_ms = config.lease_ms
+        # A supervised child's link: told of each claim before any of it may start; and
+        # every run is in a child process then (``isolated``, see start.lua).
+        self._link = link
+        self._burst = config.burst
+        self._max_jobs = config.max_jobs
         self._stopping = stopping
         self._on_fatal = on_fatal
         # Claim ids never repeat, not even for a worker restarted under the same name
@@ -113,10 +115,12 @@ class Fetcher:
             self._on_fatal(f"the fetcher failed: {type(exc).__name__}: {exc}")
 
     def _quota(self) -> int:
-        """Jobs still allowed by max_jobs (a large number when there is no limit)."""
-        if self._max_jobs is None:
-            return 1 << 30
-        return max(0, self._max_jobs - self._tally.stats.claimed)
+        """Jobs still allowed by max_jobs (a large number when there is no limit), and
+        by the places left on a supervised child's board."""
+        left = 1 << 30 if self._max_jobs is None else self._max_jobs - self._tally.stats.claimed
+        if self._link is not None:
+            left = min(left, self._link.room())
+        return max(0, left)
 
     def _block(self, wants: dict[Share, int], next_due: tuple[int, str] | None) -> None:
         """Wait on the server for the queues of the shares that had room (a full one's
@@ -156,7 +160,7 @@ class Fetcher:
                 # and a job marked started that had not yet run when this process died
                 # only comes back solo, never charged (reap.lua).
                 start_now=want,
-                isolated=self._isolated,
+                isolated=self._link is not None,
             )
             del self._claim_ids[name]  # answered: the next claim is a new one
             if claim.next_due_ms is not None:
@@ -189,13 +193,16 @@ class Fetcher:
                 solo=c.job is not None and c.job.solo,
                 server_us=claim.now_ms * 1000,
                 events=self._events,
+                limit_s=self._config.time_limit_ms(c.job.timeout_ms if c.job else 0) / 1000,
             )
             for c in claim.jobs
         ]
         self._tally.add("claimed", len(leases))
+        if self._link is not None:
+            self._link.hold(leases[0].claimed.queue, sent, leases)
         self._ledger.hold(leases)
-        # A shorter lease than those held: the heartbeat must wake earlier.
-        self._alarm.renew_by(min(lease.renewal_time() for lease in leases), wake=True)
+        if self._link is None:  # a shorter lease than those held: the heartbeat wakes earlier
+            self._alarm.renew_by(min(lease.renewal_time() for lease in leases), wake=True)
 
     def _granted_lease_ms(self, claim: Claim, claimed: Claimed) -> int:
         """The lease the claim script granted (it falls back to ours for a bad row value)."""

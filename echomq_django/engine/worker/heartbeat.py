@@ -4,8 +4,10 @@ It renews each lease at a third of its length (``Jobs.extend_many``, one call,
 token-fenced), and a running job's at least every second, which is how a cancel
 reaches it. It also sends completions that waited over FLUSH_AGE_S, enforces time
 limits (``Runner.watch``), gives back read-ahead jobs stuck behind a slow one,
-refreshes the worker registry and cuts a hung blocking read. It is its own
-thread, and in process mode task code runs elsewhere, so no task can starve it.
+refreshes the worker registry and cuts a hung blocking read. A task holding the
+GIL in one long C call starves it: a worker that must not be starved runs its
+tasks in supervised children, whose leases their supervisor renews (``keeper``);
+a supervised child's heartbeat renews nothing and registers nothing.
 
 A lease the heartbeat finds lost (``StaleToken``: reaped, then claimed by someone
 else) is logged as such, apart from task failures, and its outcome is discarded:
@@ -80,7 +82,8 @@ class Heartbeat:
         outage: Outage,
         *,
         stopping: threading.Event,
-        registry: Callable[[], None],
+        renews: bool,
+        registry: Callable[[], None] | None,
         registry_interval_s: float,
         watchdog: Callable[[float], None],
         events: EventLog,
@@ -97,7 +100,8 @@ class Heartbeat:
         self._tally = tally
         self._outage = outage
         self._stopping = stopping
-        self._registry = registry  # refresh this worker's registry entry
+        self._renews = renews  # False: a supervisor renews the leases
+        self._registry = registry  # refresh this worker's registry entry (None: not ours)
         self._registry_interval_s = registry_interval_s
         self._watchdog = watchdog  # cut a hung blocking read
         self._done = threading.Event()
@@ -128,7 +132,7 @@ class Heartbeat:
                 self._send_events()
             watch_in = self._runner.watch(now)
             self._give_back_stuck(now)
-            if now >= next_registry:
+            if now >= next_registry and self._registry is not None:
                 self._registry()
                 next_registry = now + self._registry_interval_s
             self._watchdog(now)
@@ -138,7 +142,7 @@ class Heartbeat:
 
     def _renew_due(self, now: float) -> bool:
         """Extend every lease past a third of its length. False if the server was unreachable."""
-        if not self._alarm.due(now):
+        if not (self._renews and self._alarm.due(now)):
             return True
         due, next_at = self._ledger.due_for_renewal(now, STAMP_AFTER_S)
         self._alarm.renew_by(next_at)

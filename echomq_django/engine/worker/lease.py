@@ -46,21 +46,22 @@ class Lease:
     slot: int = 0  # the executor running it
     cancelled: str = ""  # an operator's reason: the task is being stopped
     events: EventLog | None = None  # where its job events go (the queue's stream)
+    limit_s: float = 0.0  # how long its run may take (0: no limit)
+    index: int = 0  # a supervised child's number for it (board.py), 0 elsewhere
     key: Key = field(init=False)  # (queue, id, token): this lease
+    task: str = field(init=False)
+    attempt: int = field(init=False)  # this run's number, as max_attempts counts
+    max_attempts: int = field(init=False)
 
     def __post_init__(self) -> None:
         # A job may come back to this worker (released, reaped): its token tells the two apart.
-        self.key = (self.claimed.queue, self.claimed.id, self.claimed.token)
-
-    @property
-    def task(self) -> str:
-        return self.claimed.job.task if self.claimed.job else "?"
-
-    @property
-    def attempt(self) -> int:
-        """This run's attempt number, as max_attempts counts (the token less refunds)."""
-        job = self.claimed.job
-        return counted_attempts(self.claimed.token, job.refunds if job else 0)
+        claimed, job = self.claimed, self.claimed.job
+        self.key = (claimed.queue, claimed.id, claimed.token)
+        if job is None:  # a corrupt row; or a supervisor's copy, which sets these itself
+            self.task, self.attempt, self.max_attempts = "?", claimed.token, 0
+        else:
+            self.task, self.max_attempts = job.task, job.max_attempts
+            self.attempt = counted_attempts(claimed.token, job.refunds)
 
     def begin_run(self, worker_id: str) -> None:
         """The run starts now: the row snapshot the handler sees says so, as the server
@@ -106,7 +107,6 @@ class Lease:
         failure's traceback goes with it unless the Django layer ended the task (``retry``
         False): its logger printed it then. An operator's cancel ends it "cancelled"."""
         claimed = self.claimed
-        job = claimed.job
         if outcome == "dead" and self.cancelled:
             outcome = "cancelled"
         log_job(
@@ -115,7 +115,7 @@ class Lease:
             task=self.task,
             queue=claimed.queue,
             attempt=self.attempt,
-            max_attempts=job.max_attempts if job else 0,
+            max_attempts=self.max_attempts,
             duration_ms=self.elapsed_ms,
             outcome=outcome,
             worker=worker_id,
@@ -132,7 +132,7 @@ class Lease:
         the hot path adds one event per job, not two."""
         if self.events is None:
             return
-        claimed, job = self.claimed, self.claimed.job
-        most = job.max_attempts if job else 0
-        values = ("started", claimed.id, self.task, self.attempt, most, 0, worker_id, "", "", "")
+        claimed = self.claimed
+        values = ("started", claimed.id, self.task, self.attempt, self.max_attempts, 0, worker_id,
+                  "", "", "")  # fmt: skip
         self.events.add(claimed.queue, values)

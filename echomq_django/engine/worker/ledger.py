@@ -35,8 +35,15 @@ from .shares import Share
 
 
 class Ledger:
-    def __init__(self, shares: list[Share], *, can_isolate: bool) -> None:
+    def __init__(
+        self,
+        shares: list[Share],
+        *,
+        can_isolate: bool,
+        on_forget: Callable[[list[Lease]], None] | None = None,
+    ) -> None:
         self.shares = shares
+        self._on_forget = on_forget  # told of the leases let go (a supervised child's link)
         self._share_of = {queue: share for share in shares for queue in share.queues}
         self._can_isolate = can_isolate  # a solo job can run in a child of its own
         self._lock = threading.Lock()
@@ -124,16 +131,6 @@ class Ledger:
                 if not self._closing and self._startable() is None:
                     self._work.wait(0.5)
 
-    def take_now(self) -> Lease | None:
-        """The next claimed job to run if one may start now, without waiting; None for
-        one that is solo or not marked started yet too (each may block the caller: an
-        executor thread takes it)."""
-        with self._lock:
-            share = self._startable()
-            if share is None or share.ready[0].solo or not share.ready[0].armed:
-                return None
-            return self._pop_ready(share)
-
     def end_solo(self, lease: Lease) -> None:
         if self._solo is lease:
             with self._lock:
@@ -163,6 +160,11 @@ class Ledger:
 
     def forget(self, *leases: Lease) -> None:
         """Let go of held jobs; the waiters are woken once, not once per job."""
+        gone = self._let_go_of(leases)
+        if gone and self._on_forget is not None:
+            self._on_forget(gone)
+
+    def _let_go_of(self, leases: tuple[Lease, ...]) -> list[Lease]:
         with self._lock:
             for lease in leases:
                 self._stop_running(lease)
@@ -177,6 +179,7 @@ class Ledger:
             if gone:
                 self._room.notify_all()
                 self._let_go.notify_all()
+            return gone
 
     def get(self, key: Key) -> Lease | None:
         return self._held.get(key)

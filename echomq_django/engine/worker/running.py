@@ -1,19 +1,16 @@
-"""Where and how a claimed job's handler runs: in the executor's thread, or in a child
-process; and how a time limit (or a cancel) stops it.
+"""Where and how a claimed job's handler runs, and how a time limit (or a cancel) stops it.
 
-* Thread mode (the default): the handler runs in the worker's executor thread. A
-  soft stop raises ``TimeLimitExceeded`` (or ``Cancelled``) inside that thread; a
-  task stuck in one long C call sees it only when the call returns, so past the
-  hard grace the run is *abandoned*: its failure is recorded at once, another
-  thread takes its slot, and the stuck thread's eventual outcome is discarded.
-* Process mode (``processes`` > 0): jobs are handed off (``hand_off``) to child
-  processes (``children.Child``, ``threads`` jobs at once) and end in the child's
-  reader thread. A soft stop is raised in the child; past the hard grace the
-  limit watch (the heartbeat's thread, never task code) kills the child.
-* A **solo** job (it was running when a worker died) runs in a child of its own
-  whenever the handler can be sent to one (a module-level function), in either
-  mode: if that child dies, the crash is the job's beyond doubt, and a SIGKILL of
-  the worker itself is never charged to it (see reap.lua).
+* The handler runs in the worker's executor thread. A soft stop raises
+  ``TimeLimitExceeded`` (or ``Cancelled``) inside that thread; a task stuck in one
+  long C call sees it only when the call returns, so past the hard grace the run is
+  *abandoned*: its failure is recorded at once, another thread takes its slot, and
+  the stuck thread's eventual outcome is discarded. (A supervised child worker sets
+  no deadlines here: its supervisor stops its runs, and kills it past the grace.)
+* A **solo** job (it was running when a worker died) runs in a child process of
+  its own (``children.Child``) whenever the handler can be sent to one (a
+  module-level function): if that child dies, the crash is the job's beyond doubt,
+  and a SIGKILL of the worker itself is never charged to it (see reap.lua). Past
+  the hard grace after a soft stop, the limit watch kills that child.
 
 ``run`` answers an Outcome, or a ``Crashed`` when the job's process died under it.
 """
@@ -32,13 +29,8 @@ from ..jobs import Claimed
 from ..outcome import Failure, Handler, Outcome, call_handler, error_json
 from .children import Child, ChildDied, Key, raise_in_thread
 
-HARD_GRACE_S = 2.0
+HARD_GRACE_S = 2.0  # after a soft stop, how long a run may take to end before it is killed
 _NEVER = float("inf")
-SHUTDOWN: Key = (
-    "",
-    "",
-    0,
-)  # what a shutdown's kill is "for": no job's fault  # after a soft stop, how long a run may take to end before it is killed
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,46 +73,27 @@ class Runner:
         self,
         handler: Handler,
         *,
-        processes: int = 0,
-        threads: int = 1,
         child_handler: str | None = None,
         initializer: str | None = None,
+        isolate: bool = True,
         on_abandon: Callable[[Key, Failure], None] | None = None,
         hard_grace_s: float = HARD_GRACE_S,
     ) -> None:
+        """``isolate``: run solo jobs in a child process when the handler can be sent to
+        one: by ``child_handler``, its import path, or by reference (a module-level
+        function); the child runs ``initializer`` (a path too) first."""
         self.handler = handler
-        self.processes = processes
         self.hard_grace_s = hard_grace_s
         self.on_abandon = on_abandon
-        # What a child runs: the handler by its import path, else the handler itself
-        # if it can be sent by reference (a module-level function).
-        remote = child_handler or _importable(handler)
-        self.can_isolate = remote is not None
-        if processes and remote is None:
-            raise ValueError("process mode needs a handler importable by name (child_handler)")
-        self._children = (
-            []
-            if remote is None
-            else [Child(remote, threads=threads, initializer=initializer) for _ in range(processes)]
-        )
+        remote = (child_handler or _importable(handler)) if isolate else None
         self._solo_child = Child(remote, threads=1, initializer=initializer) if remote else None
-        self._rooms = [threading.Semaphore(threads) for _ in self._children]
+        self.can_isolate = self._solo_child is not None
         self._runs: dict[Key, _Run] = {}
         self._lock = threading.Lock()
 
-    def start(self) -> None:
-        """Spawn the children ahead (each is a fresh interpreter: it takes a while)."""
-        for child in self._children:
-            child.start()
-
-    def room(self, slot: int) -> threading.Semaphore | None:
-        """Process mode: the free threads of ``slot``'s child (an executor takes one
-        before it takes a job, and the job's end gives it back); None in thread mode."""
-        return self._rooms[slot % len(self._rooms)] if self._rooms else None
-
     def run(self, key: Key, claimed: Claimed, solo: bool, limit_s: float) -> RunResult:
         """Run the handler on ``claimed`` in this thread, or a solo job in the solo
-        child (other jobs of process mode go through ``hand_off``); blocks until it ends."""
+        child; blocks until it ends."""
         child = self._solo_child if solo else None
         run = self._begin(key, limit_s, child)
         if child is None:
@@ -140,15 +113,6 @@ class Runner:
         self._send(run, child, claimed, on_end)
         ended.wait()
         return result[0]
-
-    def hand_off(
-        self, slot: int, key: Key, claimed: Claimed, limit_s: float, on_end: OnEnd
-    ) -> None:
-        """Process mode: send the job to ``slot``'s child and return at once; its
-        outcome goes to ``on_end`` in the child's reader thread (no thread waits for it)."""
-        child = self._children[slot % len(self._children)]
-        run = self._begin(key, limit_s, child)
-        self._send(run, child, claimed, on_end)
 
     def _begin(self, key: Key, limit_s: float, child: Child | None = None) -> _Run:
         deadline = time.monotonic() + limit_s if limit_s > 0 else _NEVER
@@ -223,16 +187,9 @@ class Runner:
                 self.on_abandon(run.key, stopped_failure(run.stop or TimeLimitExceeded, why))
         return max(0.02, min(soonest - now, 1.0))
 
-    def kill_running(self) -> None:
-        """Shutdown past its grace: kill the children that still run jobs, and wait for
-        them to be gone (only then may those jobs be released to other workers)."""
-        for child in {run.child for run in list(self._runs.values()) if run.child is not None}:
-            child.kill(for_key=SHUTDOWN)  # ours: the jobs in it are released, not charged
-
     def close(self) -> None:
-        for child in [*self._children, self._solo_child]:
-            if child is not None:
-                child.close()
+        if self._solo_child is not None:
+            self._solo_child.close()
 
 
 def _importable(obj: object) -> str | None:

@@ -4,11 +4,16 @@ A ``Worker`` wires its parts, each a module owning its own state:
 
 * ``fetcher``: claims batches, as many as the read-ahead policy (``readahead``)
   asks, and waits on the server when no queue has work (``waiting``);
-* ``executor``: one thread per slot runs the handler (``running``: in the thread,
-  or in a child process, ``children``) and ends the job by its outcome, through
-  ``completions`` (batched) or ``endings`` (retry, crash, release);
+* ``executor``: one thread per slot runs the handler (``running``) and ends the
+  job by its outcome, through ``completions`` (batched) or ``endings`` (retry,
+  crash, release);
 * ``heartbeat``: renews the held leases, enforces time limits, sends late batches;
 * ``ledger``: the held leases and where each is, the one state they share.
+
+A worker runs its tasks in threads of its own process. With ``processes``, the
+``Supervisor`` (``supervisor.py``) runs such workers as child processes instead,
+each with a ``link`` to it: the supervisor keeps their leases, where no task can
+starve it.
 
 Stopping (``stop()``, e.g. on SIGTERM): claim nothing more, give back jobs that
 have not started, let running jobs finish within ``grace_s``, then end the rest
@@ -23,32 +28,32 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from typing import Any
 
+from ..errors import Cancelled, TimeLimitExceeded
 from ..events import EventLog
-from ..jobs import DEFAULT_CRASH_BUDGET, DEFAULT_LEASE_MS, Jobs
-from ..keyspace import QueueKeys, validate_worker_id
+from ..jobs import Jobs
+from ..keyspace import validate_worker_id
 from ..outage import Outage
 from ..outcome import Handler
 from ..registry import WorkerInfo
 from ..registry import heartbeat as registry_heartbeat
 from ..registry import remove as registry_remove
-from ..retry_policy import RetryPolicy
+from .children import Key
 from .completions import Completions
+from .config import WorkerConfig
 from .endings import Endings
 from .executor import Executors
 from .fetcher import Fetcher
 from .heartbeat import Alarm, Heartbeat
 from .ledger import Ledger
+from .link import Link
 from .running import Runner
-from .shares import plan
 from .stats import Tally, WorkerStats
 from .waiting import IdleWait
 
 logger = logging.getLogger("echomq.worker")
-
-MAX_LEASE_MS = 7 * 24 * 3600 * 1000  # what Jobs.claim accepts
-DEFAULT_RETRY_POLICY = RetryPolicy()
 
 
 def default_worker_id() -> str:
@@ -56,11 +61,11 @@ def default_worker_id() -> str:
 
 
 class Worker:
-    """Leased processing of ``queues`` (the first has precedence) with ``handler``.
+    """Leased processing of ``queues`` (the first has precedence) with ``handler``;
+    ``options`` are ``WorkerConfig``'s (concurrency, lease_ms, sizes, ...).
 
-    ``sizes`` reserves slots for queues: ``{"default": 4, "slow": 1}`` runs at most 4
-    jobs of ``default`` and 1 of ``slow`` at once, and neither ever waits for the
-    other's slots; unsized queues share the slots left (``shares``)."""
+    ``child_handler`` and ``child_initializer`` (import paths) let a solo job run in
+    a child process of its own when ``handler`` cannot be sent there by reference."""
 
     def __init__(
         self,
@@ -68,104 +73,87 @@ class Worker:
         queues: Sequence[str],
         handler: Handler,
         *,
-        concurrency: int = 1,
-        lease_ms: int = DEFAULT_LEASE_MS,
         name: str | None = None,
-        burst: bool = False,
-        max_jobs: int | None = None,
-        grace_s: float = 30.0,
-        retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-        idle_block_s: float = 5.0,
-        registry_interval_s: float = 5.0,
-        processes: int = 0,
-        time_limit_s: float = 0.0,
-        crash_budget: int = DEFAULT_CRASH_BUDGET,
         child_handler: str | None = None,
         child_initializer: str | None = None,
-        sizes: Mapping[str, int] | None = None,
+        link: Link | None = None,
+        **options: Any,
     ) -> None:
-        if not queues:
-            raise ValueError("a worker needs at least one queue")
-        self.queues = [QueueKeys.of(q).queue for q in dict.fromkeys(queues)]
+        self.config = config = WorkerConfig(tuple(queues), **options)
+        if config.processes:
+            raise ValueError("a Worker runs its tasks itself: use a Supervisor for processes")
         self.id = validate_worker_id(name or default_worker_id())
-        _check_positive("concurrency", concurrency)
-        _check_positive("lease_ms", lease_ms)
-        if lease_ms > MAX_LEASE_MS:
-            raise ValueError(f"lease_ms must be at most {MAX_LEASE_MS} (7 days), not {lease_ms}")
-        if max_jobs is not None:
-            _check_positive("max_jobs", max_jobs)
-        if grace_s < 0 or idle_block_s <= 0 or registry_interval_s <= 0:
-            raise ValueError("grace_s must be >= 0, idle_block_s and registry_interval_s > 0")
-        if isinstance(processes, bool) or not isinstance(processes, int) or processes < 0:
-            raise ValueError(f"processes must be an integer >= 0, not {processes!r}")
-        if not time_limit_s >= 0:
-            raise ValueError(f"time_limit_s must be >= 0 (0: none), not {time_limit_s!r}")
-        _check_positive("crash_budget", crash_budget)
         self.jobs = jobs
         self.handler = handler
-        self.concurrency = concurrency
-        self.processes = processes
-        self.time_limit_s = time_limit_s
-        self.crash_budget = crash_budget
-        self.slots = concurrency * max(processes, 1)  # jobs run at once: executor threads
-        self.sizes = dict(sizes or {})
-        shares = plan(self.queues, self.sizes, self.slots)
-        self.lease_ms = lease_ms
-        self.burst = burst
-        self.max_jobs = max_jobs
-        self.grace_s = grace_s
-        self.retry_policy = retry_policy
-        self.idle_block_s = idle_block_s
-        self.registry_interval_s = registry_interval_s
+        self.queues = list(config.queues)
         self.started_at = time.time()
         self.fatal: str | None = None  # why the worker stopped itself (exit non-zero)
+        self._link = link
+        # A supervised child's grace is its supervisor's to end (by killing it).
+        self._grace_s = float("inf") if link is not None else config.grace_s
 
         self._stopping = threading.Event()
         self._stop_time = 0.0
         self._give_up = threading.Event()  # grace is over: stop retrying server calls
         self._tally = Tally()
         self.stats: WorkerStats = self._tally.stats
+        if link is not None:
+            link.stats = self.stats
         outage = Outage(logger)
         self._runner = Runner(
             handler,
-            processes=processes,
-            threads=concurrency,
             child_handler=child_handler,
             initializer=child_initializer,
+            isolate=link is None,  # a supervised child is a process of its own already
         )
-        self._ledger = Ledger(shares, can_isolate=self._runner.can_isolate)
+        self._ledger = Ledger(
+            config.shares(),
+            can_isolate=self._runner.can_isolate,
+            on_forget=None if link is None else link.gone,
+        )
         events = EventLog()  # job events for the queues' streams (``echomq tail``)
         alarm = Alarm()
-        self._idle = IdleWait(jobs, self.queues, idle_block_s, self._stopping)
+        self._idle = IdleWait(jobs, self.queues, config.idle_block_s, self._stopping)
         self._completions = Completions(
             jobs, self._ledger, self._tally, outage, self.id,
             give_up=self._give_up, on_due=alarm.wake_up.set, events=events,
         )  # fmt: skip
         self._endings = Endings(
-            jobs, self._ledger, self._tally, outage, self.id,
-            retry_policy=retry_policy, crash_budget=crash_budget, give_up=self._give_up,
+            jobs, self._ledger.forget, self._tally, outage, self.id,
+            retry_policy=config.retry_policy, crash_budget=config.crash_budget,
+            give_up=self._give_up,
         )  # fmt: skip
         self._executors = Executors(
             jobs, self._ledger, self._runner, self._completions, self._endings, alarm, outage,
-            self.id, slots=self.slots, time_limit_s=time_limit_s, stopping=self._stopping,
-            give_up=self._give_up,
+            self.id, config=config, link=link, stopping=self._stopping, give_up=self._give_up,
         )  # fmt: skip
         self._heartbeat = Heartbeat(
             jobs, self._ledger, self._runner, self._completions, self._endings, alarm,
-            self._tally, outage, stopping=self._stopping, registry=self._beat_registry,
-            registry_interval_s=registry_interval_s, watchdog=self._idle.watchdog,
+            self._tally, outage, stopping=self._stopping, renews=link is None,
+            registry=self._beat_registry if link is None else None,
+            registry_interval_s=config.registry_interval_s, watchdog=self._idle.watchdog,
             events=events, worker_id=self.id,
         )  # fmt: skip
         self._fetcher = Fetcher(
             jobs, self._ledger, self._idle, alarm, self._tally, outage, self.id,
-            queues=self.queues, lease_ms=lease_ms, isolated=bool(processes), burst=burst,
-            max_jobs=max_jobs, stopping=self._stopping, on_fatal=self._fail_fatally,
+            config=config, link=link, stopping=self._stopping, on_fatal=self._fail_fatally,
             events=events,
         )  # fmt: skip
 
+    @property
+    def concurrency(self) -> int:
+        return self.config.concurrency
+
+    @property
+    def lease_ms(self) -> int:
+        return self.config.lease_ms
+
+    @property
+    def burst(self) -> bool:
+        return self.config.burst
+
     def run(self) -> WorkerStats:
         """Process jobs until stopped (or, with burst / max_jobs, until done). Returns stats."""
-        self._runner.start()
         self._executors.start()
         self._heartbeat.start()
         self._fetcher.start()
@@ -186,7 +174,8 @@ class Worker:
         self._ledger.close()
         self._completions.flush()
         self._heartbeat.stop()
-        self._unregister()
+        if self._link is None:
+            self._unregister()
         self._idle.close()
         self._runner.close()
         logger.info("worker %s stopped: %s", self.id, self.stats)
@@ -199,6 +188,23 @@ class Worker:
         self._stop_time = time.monotonic()
         self._stopping.set()
         self._idle.interrupt()
+
+    def stop_run(self, key: Key, stop: type[TimeLimitExceeded | Cancelled], why: str) -> None:
+        """A supervisor's soft stop of one held job: raised in its task if it runs; a
+        cancelled one that has not started ends as cancelled instead of running."""
+        lease = self._ledger.get(key)
+        if lease is None or lease.finishing:
+            return
+        if stop is Cancelled:
+            lease.cancelled = why or "cancelled by an operator"
+        self._runner.stop(key, stop)
+
+    def lose(self, key: Key, why: str) -> None:
+        """A supervisor found the lease lost: the job's outcome is not ours to send."""
+        lease = self._ledger.get(key)
+        if lease is not None and not lease.finishing:
+            lease.lost = why
+            self._tally.add("lost")
 
     @property
     def idle(self) -> bool:
@@ -216,31 +222,22 @@ class Worker:
 
     def _grace_end(self) -> float | None:
         """When the running jobs' grace ends (None: not stopping, wait for them)."""
-        return self._stop_time + self.grace_s if self._stopping.is_set() else None
+        return self._stop_time + self._grace_s if self._stopping.is_set() else None
 
     def _end_running(self) -> None:
         """The grace time is over and jobs still run. Never release a job whose task may
-        still run (another worker would start it beside): in process mode the children
-        running them are killed first, then the jobs released; in thread mode a thread
-        cannot be killed, so they are left to the reaper, which returns them once this
-        process is gone and their leases run out."""
+        still run (another worker would start it beside): a thread cannot be killed, so
+        they are left to the reaper, which returns them once this process is gone and
+        their leases run out. (A supervisor kills its child before releasing its jobs.)"""
         leases = self._ledger.unfinished()
         if not leases:
             return
-        if self.processes:
-            logger.warning(
-                "grace time over: killing the children of %d running job(s)", len(leases)
-            )
-            self._runner.kill_running()
-            self._endings.release(*leases)
-        else:
-            logger.warning(
-                "grace time over: %d job(s) still running; the reaper returns them after "
-                "their lease",
-                len(leases),
-            )
-            for lease in leases:
-                lease.released = True  # their outcome, if it comes, is not for us to send
+        logger.warning(
+            "grace time over: %d job(s) still running; the reaper returns them after their lease",
+            len(leases),
+        )
+        for lease in leases:
+            lease.released = True  # their outcome, if it comes, is not for us to send
 
     def _beat_registry(self) -> None:
         info = WorkerInfo(
@@ -248,15 +245,15 @@ class Worker:
             host=socket.gethostname(),
             pid=os.getpid(),
             queues=list(self.queues),
-            concurrency=self.slots,
+            concurrency=self.config.slots,
             running=self.running,
             started_at=self.started_at,
             last_seen=time.time(),
-            sizes=self.sizes,
-            processes=self.processes,
+            sizes=dict(self.config.sizes),
+            processes=0,
         )
         try:
-            registry_heartbeat(self.jobs.connector, info, ttl_s=self.registry_interval_s * 4)
+            registry_heartbeat(self.jobs.connector, info, ttl_s=self.config.registry_interval_s * 4)
         except Exception as exc:  # the registry is for people: never let it stop the work
             logger.debug("registry heartbeat failed: %s", exc)
 
@@ -265,8 +262,3 @@ class Worker:
             registry_remove(self.jobs.connector, self.id)
         except Exception as exc:
             logger.debug("could not remove the worker from the registry: %s", exc)
-
-
-def _check_positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")

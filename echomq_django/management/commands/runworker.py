@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from echomq_django.engine.jobs import DEFAULT_CRASH_BUDGET
 from echomq_django.engine.nodes import server_version
 from echomq_django.engine.retry_policy import RetryPolicy
-from echomq_django.engine.worker import Worker
+from echomq_django.engine.worker import SWITCH_INTERVAL_S, Supervisor, Worker
 from echomq_django.execution import execute
 from echomq_django.management import (
     configured_queues,
@@ -31,13 +31,6 @@ from echomq_django.management import (
 )
 
 logger = logging.getLogger("echomq.runworker")
-
-# The fetcher and the heartbeat wait on the server; when a reply arrives they need
-# the GIL from an executor running tasks, which lets go of it only every switch
-# interval (5 ms by default), so a claim's reply waited up to that long to be read.
-# At 1 ms a worker ran 7% more short jobs per second (in-process A/B); four CPU-bound
-# threads ran no slower. This process is the worker's own, so the setting is ours.
-SWITCH_INTERVAL_S = 0.001
 
 
 def queue_spec_arg(value: str) -> tuple[str, int | None]:
@@ -203,28 +196,33 @@ class Command(BaseCommand):
             options["queues"], options["concurrency"], options["processes"]
         )
         jobs = connect()
+        settings: dict[str, Any] = dict(
+            sizes=sizes,
+            concurrency=concurrency,
+            lease_ms=round(options["lease"] * 1000),
+            name=options["name"],
+            burst=options["burst"],
+            max_jobs=options["max_jobs"],
+            grace_s=options["grace"],
+            time_limit_s=options["time_limit"],
+            crash_budget=options["crash_budget"],
+            retry_policy=RetryPolicy(
+                base_ms=round(options["retry_base"] * 1000),
+                max_ms=round(options["retry_max"] * 1000),
+            ),
+        )
+        worker: Worker | Supervisor
         try:
-            worker = Worker(
-                jobs,
-                queues,
-                execute,
-                sizes=sizes,
-                concurrency=concurrency,
-                lease_ms=round(options["lease"] * 1000),
-                name=options["name"],
-                burst=options["burst"],
-                max_jobs=options["max_jobs"],
-                grace_s=options["grace"],
-                processes=options["processes"],
-                time_limit_s=options["time_limit"],
-                crash_budget=options["crash_budget"],
-                child_handler="echomq_django.execution:execute",
-                child_initializer="django:setup",
-                retry_policy=RetryPolicy(
-                    base_ms=round(options["retry_base"] * 1000),
-                    max_ms=round(options["retry_max"] * 1000),
-                ),
-            )
+            if options["processes"]:
+                worker = Supervisor(
+                    jobs, queues, processes=options["processes"], setup="echomq_django.subworker:setup",
+                    setup_args={"verbosity": options["verbosity"]}, **settings,
+                )  # fmt: skip
+            else:
+                worker = Worker(
+                    jobs, queues, execute, child_handler="echomq_django.execution:execute",
+                    child_initializer="django:setup", **settings,
+                )  # fmt: skip
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         waits = f"no new job is taken, running ones get up to {options['grace']:g}s to finish"
@@ -235,8 +233,8 @@ class Command(BaseCommand):
             jobs.connector.safe_url,
             server_version(jobs.connector),
             ", ".join(f"{q}:{sizes[q]}" if q in sizes else q for q in worker.queues),
-            f"{worker.processes} processes x {worker.concurrency} threads"
-            if worker.processes
+            f"{worker.config.processes} processes x {worker.concurrency} threads"
+            if worker.config.processes
             else f"concurrency {worker.concurrency}",
             worker.lease_ms / 1000,
             ", burst" if worker.burst else "",
