@@ -196,6 +196,23 @@ class Connector:
         except redis.RedisError as exc:
             return exc
 
+    def line_for(self, key: str) -> Any:
+        """A connection of the caller's own to the server (on a cluster, the node) that
+        serves ``key``, made like the client's (TLS, ACL user, timeouts, protocol): for
+        calls whose replies are read later, in order (a worker's wire). It connects on
+        first use; the caller disconnects it."""
+        client = self.client
+        if isinstance(client, redis.RedisCluster):
+            client = client.get_node_from_key(key).redis_connection
+        pool = client.connection_pool
+        return pool.connection_class(**pool.connection_kwargs)
+
+    def node_of(self, key: str) -> str:
+        """The name of the node that serves ``key`` ("" on a single server)."""
+        if isinstance(self.client, redis.RedisCluster):
+            return str(self.client.get_node_from_key(key).name)
+        return ""
+
     def _reload(self, script: Script, loaded_before: int) -> None:
         """Load ``script`` after NOSCRIPT unless another thread loaded it since the call went out."""
         with self._loads_lock:

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import script
-from .batches import in_batches, per_job
+from .batches import Completing, in_batches, per_job
 from .bounds import (
     BATCH_BYTES,
     BATCH_MAX,
@@ -71,7 +71,8 @@ __all__ = [
     "BATCH_BYTES", "BATCH_MAX", "DEFAULT_CRASH_BUDGET", "DEFAULT_DEAD_TTL_MS", "DEFAULT_LEASE_MS",
     "DEFAULT_MAX_ATTEMPTS", "DEFAULT_MAX_PAYLOAD", "DEFAULT_RESULT_TTL_MS", "MAX_DELAY_MS",
     "MAX_LEASE_MS", "MAX_PRIORITY", "MIN_PRIORITY", "PAGE_MAX", "ROW_FIELDS", "SWEEP_LIMIT",
-    "SWEEP_MAX", "Claim", "Claimed", "Enqueued", "Job", "Jobs", "NewJob", "Page", "PageEntry",
+    "SWEEP_MAX", "Claim", "Claimed", "Completing", "Enqueued", "Job", "Jobs", "NewJob", "Page",
+    "PageEntry",
     "Progress", "QueueStats", "RetryOutcome", "Sweep",
 ]  # fmt: skip
 
@@ -155,6 +156,26 @@ class Jobs(QueueRegistry, Reads, Sweeps):
         before they run): the reaper charges a crash only to a job that had started.
         A ``solo`` job (see reap.lua) comes alone, in a claim of its own.
         """
+        call = self.claim_call(
+            queue, worker_id, count=count, lease_ms=lease_ms, promote_limit=promote_limit,
+            claim_id=claim_id, start_now=start_now, isolated=isolated,
+        )  # fmt: skip
+        return Claim.from_reply(queue, self.connector.run(call.script, call.keys, call.args))
+
+    @staticmethod
+    def claim_call(
+        queue: str,
+        worker_id: str,
+        *,
+        count: int = 1,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        promote_limit: int = 100,
+        claim_id: str | None = None,
+        start_now: int = 0,
+        isolated: bool = False,
+    ) -> Call:
+        """``claim``'s script call, checked, to be sent by the caller (a worker's wire);
+        its reply is read with ``Claim.from_reply``."""
         keys = QueueKeys.of(queue)
         validate_worker_id(worker_id)
         claim_id = validate_worker_id(claim_id or new_job_id())
@@ -163,12 +184,11 @@ class Jobs(QueueRegistry, Reads, Sweeps):
         check_int(promote_limit, 0, SWEEP_MAX, "promote_limit")  # 0: promote nothing
         check_int(start_now, 0, 10_000, "start_now")
         claim = script.load("claim")
-        reply = self.connector.run(
+        return Call(
             claim,
             claim.keys_for(keys, claim=claim_id),
             [count, worker_id, lease_ms, promote_limit, start_now, int(isolated), *ROW_FIELDS],
         )
-        return Claim.from_reply(queue, reply)
 
     def start_many(
         self, worker_id: str, items: Sequence[tuple[str, str, int]], *, isolated: bool = False
@@ -221,6 +241,14 @@ class Jobs(QueueRegistry, Reads, Sweeps):
         entry of the reply, in order, is finished_at (µs) or the job's typed error
         (``StaleToken``); an error of a whole call is given to each of its jobs.
         """
+        completing = self.completing(items, ran_us)
+        return completing.replies(self.connector.run_many([*completing.calls, *riders]))
+
+    def completing(
+        self, items: Sequence[tuple[str, str, int, str]], ran_us: Sequence[int] | None = None
+    ) -> Completing:
+        """``complete_many``'s script calls, checked, to be sent by the caller (a worker's
+        wire); ``replies`` reads their replies as ``complete_many`` returns them."""
         # Ids are checked where the calls are built (QueueKeys.job), before any is sent.
         ago = [-1] * len(items) if ran_us is None else [int(us) for us in ran_us]
         held = [
@@ -235,11 +263,7 @@ class Jobs(QueueRegistry, Reads, Sweeps):
             for batch in in_batches(indexes, lambda n: len(held[n][3]))
         ]
         calls = [self._complete_call([held[n] for n in batch]) for batch in batches]
-        replies: list[int | Exception] = [0] * len(held)
-        for batch, reply in zip(batches, self.connector.run_many([*calls, *riders])):
-            for n, value in zip(batch, per_job(reply, len(batch), int)):
-                replies[n] = value
-        return replies
+        return Completing(calls, batches, len(held))
 
     @staticmethod
     def _complete_call(items: Sequence[tuple[QueueKeys, str, int, str, int]]) -> Call:

@@ -19,7 +19,10 @@ except ImportError:  # the [otel] extra is not installed
     propagate = None  # type: ignore[assignment]
     otel_context = None  # type: ignore[assignment]
 
-__all__ = ["TRACER_NAME", "note_refusals", "otel_context", "propagate", "script_span", "trace"]
+__all__ = [
+    "TRACER_NAME", "note_refusals", "otel_context", "propagate", "script_span",
+    "started_script_span", "trace",
+]  # fmt: skip
 TRACER_NAME = "echomq_django.engine"
 
 
@@ -39,22 +42,34 @@ def recording() -> bool:
 
 
 def script_span(script: str, keys: Sequence[str], calls: int = 1) -> Any:
-    """The CLIENT span of one script call (``calls`` > 1: a pipeline of that many)."""
+    """The CLIENT span of one script call (``calls`` > 1: a pipeline of that many), current
+    while the call runs."""
     assert trace is not None  # the connector calls this only when recording()
+    return trace.get_tracer(TRACER_NAME).start_as_current_span(
+        f"echomq {script}", kind=trace.SpanKind.CLIENT, attributes=_attributes(script, keys, calls)
+    )
+
+
+def started_script_span(script: str, keys: Sequence[str], calls: int = 1) -> Any:
+    """The same span for calls whose replies are read later (a worker's wire): started
+    now, ended by the caller (``span.end()``) when they are answered."""
+    assert trace is not None  # called only when recording()
+    return trace.get_tracer(TRACER_NAME).start_span(
+        f"echomq {script}", kind=trace.SpanKind.CLIENT, attributes=_attributes(script, keys, calls)
+    )
+
+
+def _attributes(script: str, keys: Sequence[str], calls: int) -> dict[str, Any]:
     first = keys[0] if keys else ""
     queue = first[first.find("{") + 1 : first.find("}")] if "{" in first else ""
-    return trace.get_tracer(TRACER_NAME).start_as_current_span(
-        f"echomq {script}",
-        kind=trace.SpanKind.CLIENT,
-        attributes={
-            "db.system.name": "redis",
-            "db.operation.name": "EVALSHA",
-            "echomq.script": script,
-            "echomq.queue": queue,
-            "echomq.keys": len(keys),
-            "echomq.calls": calls,
-        },
-    )
+    return {
+        "db.system.name": "redis",
+        "db.operation.name": "EVALSHA",
+        "echomq.script": script,
+        "echomq.queue": queue,
+        "echomq.keys": len(keys),
+        "echomq.calls": calls,
+    }
 
 
 def note_refusals(span: Any, replies: Sequence[Any]) -> None:

@@ -87,6 +87,7 @@ def test_worker_reaper_admin_and_cli_run_as_the_minimal_user_on_db_3(acl_db3, ad
     )  # fmt: skip
     try:  # it runs both jobs, then waits on the server (BZPOPMIN) and heartbeats
         wait_until(lambda: done.refresh() or done.status == "SUCCESSFUL", timeout=30)
+        wait_until(lambda: failed.refresh() or failed.status == "FAILED", timeout=30)
         wait_until(lambda: registry.list_workers(jobs.connector), timeout=30)
     finally:
         worker.send_signal(signal.SIGTERM)

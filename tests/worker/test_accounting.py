@@ -172,13 +172,13 @@ def test_a_non_utf8_byte_in_any_field_ends_that_row_alone(valkey_jobs, field):
     assert stats.completed >= 5
 
 
-def test_a_fatal_error_in_the_fetcher_stops_the_worker_with_a_reason(valkey_jobs, monkeypatch):
+def test_a_fatal_error_in_claiming_stops_the_worker_with_a_reason(valkey_jobs, monkeypatch):
     jobs = valkey_jobs
 
     def broken(*args, **kwargs):
         raise TypeError("a bug, not an outage")
 
-    monkeypatch.setattr(jobs, "claim", broken)
+    monkeypatch.setattr(jobs, "claim_call", broken)
     worker = Worker(jobs, ["q"], lambda c: Success("1"), idle_block_s=0.2)
     worker.run()
     assert worker.fatal and "TypeError: a bug, not an outage" in worker.fatal

@@ -17,6 +17,7 @@ from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.retry_policy import RetryPolicy
 from echomq_django.engine.worker import Failure, Success, Worker, error_json
+from echomq_django.engine.worker.completions import Completions
 from tests.support import servers
 from tests.support.proxy import FaultProxy
 from tests.support.running import RunningWorker
@@ -517,14 +518,14 @@ def test_a_job_whose_completion_is_on_the_wire_is_neither_running_nor_slowing_re
     how long the running jobs take, and such a job used to shrink it to nothing."""
     (job_id,) = enqueue(jobs)
     on_the_wire, let_through = threading.Event(), threading.Event()
-    complete_many = jobs.complete_many
+    send = Completions.send
 
-    def held_up(items, **kwargs):
+    def held_up(completions, *, everything=False):  # not sent until let through
         on_the_wire.set()
-        let_through.wait(10)
-        return complete_many(items, **kwargs)
+        if let_through.is_set():
+            send(completions, everything=everything)
 
-    monkeypatch.setattr(jobs, "complete_many", held_up)
+    monkeypatch.setattr(Completions, "send", held_up)
     rw = start_worker(lambda c: Success("null"), concurrency=1)
     assert on_the_wire.wait(10)
     time.sleep(0.3)  # far longer than READ_AHEAD_BUDGET_MS

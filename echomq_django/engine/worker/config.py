@@ -20,7 +20,7 @@ from .shares import Share, plan
 MAX_LEASE_MS = 7 * 24 * 3600 * 1000  # what Jobs.claim accepts
 
 # The GIL switch interval of a process that is the worker's own (``runworker``, a
-# supervised child): the fetcher and the heartbeat wait on the server, and when a
+# supervised child): the heartbeat and the idle wait block on the server, and when a
 # reply arrives they need the GIL from an executor running tasks, which lets go of it
 # only every switch interval (5 ms by default), so a claim's reply waited up to that
 # long to be read. At 1 ms a worker ran 7% more short jobs per second (in-process

@@ -1,6 +1,7 @@
 """The worker's executors: one thread per slot, each taking the next claimed job,
 running it (``running.Runner``) in that thread, then ending its lease by its outcome
-(``_end``).
+(``_end``); between jobs, and when it has none, it drives the worker's wire (its
+claims and completions: ``driver``).
 
 A run in a thread that outlives its soft stop (stuck in one C call) is *abandoned*:
 its failure is recorded at once and a new thread takes its slot; the stuck thread
@@ -21,11 +22,12 @@ from ..errors import Cancelled, ServerUnavailable, TimeLimitExceeded
 from ..jobs import Jobs
 from ..outage import Outage
 from ..outcome import Failure, Success
+from .alarm import Alarm
 from .children import Key
 from .completions import Completions
 from .config import WorkerConfig
+from .driver import Driver
 from .endings import Endings
-from .heartbeat import Alarm
 from .lease import CANCEL_CHECK_S, STAMP_AFTER_S, Lease
 from .ledger import Ledger
 from .link import Link
@@ -42,6 +44,7 @@ class Executors:
         runner: Runner,
         completions: Completions,
         endings: Endings,
+        driver: Driver,
         alarm: Alarm,
         outage: Outage,
         worker_id: str,
@@ -56,6 +59,7 @@ class Executors:
         self._runner = runner
         self._completions = completions
         self._endings = endings
+        self._driver = driver
         self._alarm = alarm
         self._outage = outage
         self._worker_id = worker_id
@@ -77,19 +81,18 @@ class Executors:
             target=self._loop, args=(slot,), name=f"echomq-exec-{slot}", daemon=True
         ).start()
 
-    def _idle(self) -> None:
-        """About to wait for work: nothing may sit in the completions' batch (the
-        heartbeat sends it now; this thread stays free for the next job)."""
-        self._completions.flush_soon()
-
     def _loop(self, slot: int) -> None:
+        driver = self._driver
         while True:
-            lease = self._ledger.take(self._idle)
+            lease = self._ledger.take_now()
             if lease is None:
-                return
+                if not driver.find_work():
+                    return
+                continue
             self._run_one(lease, slot)
             if lease.abandoned:  # its slot went to a new thread while this one was stuck
                 return
+            driver.between_jobs()
 
     def _run_one(self, lease: Lease, slot: int) -> None:
         """Run ``lease``'s job (or let it go)."""

@@ -18,7 +18,6 @@ anyway.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -27,7 +26,9 @@ from ..errors import Cancelled, CancelRequested, EchoMQError, ServerUnavailable,
 from ..events import EVENTS_AGE_S, EventLog
 from ..jobs import Jobs
 from ..outage import Outage
+from .alarm import Alarm
 from .completions import Completions
+from .driver import Driver
 from .endings import Endings
 from .lease import STAMP_AFTER_S, Lease
 from .ledger import Ledger
@@ -37,36 +38,10 @@ from .stats import Tally
 logger = logging.getLogger("echomq.worker")
 
 GIVE_BACK_CHECK_S = 0.05  # how often the heartbeat looks for stuck read-ahead jobs
-
-
-class Alarm:
-    """When the heartbeat must next look at the leases, and its wake-up: set by whoever
-    learns of a sooner renewal (a claim, a job starting) or of a batch to send. The
-    heartbeat scans the held leases only when one may need renewing: with a large
-    read-ahead it does not wake for every flush."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._renew_at = math.inf  # monotonic: no held lease needs renewing before this
-        self.wake_up = threading.Event()
-
-    def renew_by(self, at: float, *, wake: bool = False) -> None:
-        if at < self._renew_at:
-            with self._lock:
-                self._renew_at = min(self._renew_at, at)
-            if wake:
-                self.wake_up.set()
-
-    def renew_at(self) -> float:
-        return self._renew_at
-
-    def due(self, now: float) -> bool:
-        """A renewal is due: the next one is unknown until the heartbeat's scan."""
-        with self._lock:
-            if now < self._renew_at:
-                return False
-            self._renew_at = math.inf
-            return True
+# While jobs are held, the heartbeat looks this often whether the executors drive the
+# wire: if none did for this long (every one is busy), it sends the completions due and
+# reads the replies that came (a claim's leases must be held to be renewed).
+KEEP_UP_S = 0.02
 
 
 class Heartbeat:
@@ -80,6 +55,7 @@ class Heartbeat:
         alarm: Alarm,
         tally: Tally,
         outage: Outage,
+        driver: Driver,
         *,
         stopping: threading.Event,
         renews: bool,
@@ -95,6 +71,7 @@ class Heartbeat:
         self._ledger = ledger
         self._runner = runner
         self._completions = completions
+        self._driver = driver  # drives the wire while the executors are busy
         self._endings = endings
         self._alarm = alarm
         self._tally = tally
@@ -109,6 +86,10 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._loop, name="echomq-heartbeat", daemon=True)
 
     def start(self) -> None:
+        """The worker's registry entry is written first (before anything is claimed),
+        then the beats begin."""
+        if self._registry is not None:
+            self._registry()
         self._thread.start()
 
     def stop(self) -> None:
@@ -118,7 +99,7 @@ class Heartbeat:
         self._send_events()  # the last ones no completion carried
 
     def _loop(self) -> None:
-        next_registry = 0.0
+        next_registry = time.monotonic() + self._registry_interval_s
         while not self._done.is_set():
             now = time.monotonic()
             try:
@@ -126,8 +107,8 @@ class Heartbeat:
             except Exception:  # this thread keeps every lease alive: it must not die
                 logger.exception("renewing leases failed")
                 retry_soon = True
-            if self._completions.is_due(now):
-                self._completions.flush(patient=False)  # short jobs' results wait on no slow one
+            if self._driver.pending and now - self._driver.driven_at >= KEEP_UP_S:
+                self._driver.keep_up()  # short jobs' results wait on no slow one
             if self._events.due(now):
                 self._send_events()
             watch_in = self._runner.watch(now)
@@ -196,9 +177,8 @@ class Heartbeat:
 
     def _next_wake(self, now: float, next_registry: float) -> float:
         due = [self._alarm.renew_at(), next_registry, now + 1.0]
-        flush_at = self._completions.due_at()
-        if flush_at is not None:
-            due.append(flush_at)
+        if self._ledger.held_count() or self._driver.pending:
+            due.append(now + KEEP_UP_S)
         if self._events.since:
             due.append(self._events.since + EVENTS_AGE_S)
         return max(0.005, min(due) - now)

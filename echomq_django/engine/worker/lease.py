@@ -1,6 +1,6 @@
 """A job the worker holds, from its claim until its outcome is stored.
 
-The one record the worker's parts share: the fetcher creates it, an executor runs
+The one record the worker's parts share: a claim creates it, an executor runs
 it, the heartbeat renews it, and whichever part ends it logs its event line. Each
 flag is set by one part and read by the others (plain attribute stores: atomic).
 """

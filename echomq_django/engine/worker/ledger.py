@@ -8,17 +8,18 @@ own when there is one, else alone in this process, and nothing starts beside it
 (reap.lua then charges a crash to it alone).
 
 The slots are cut into shares (``shares``): a job starts only while its queue's
-share has a slot free, and the fetcher claims for a share only while it has room,
+share has a slot free, and claims are made for a share only while it has room
+(``wants``: its read-ahead less what it holds and what is being claimed for it),
 so a queue's slow jobs never hold the slots of another. Without queue sizes there
 is one share of every slot, and that rule never binds.
 
-Each wait is for one event, on its own condition:
+Two waits, each for one event, on its own condition:
 
-* ``work``: a job may start (executors wait in ``take``);
-* ``room``: a claim is worth making (the fetcher waits in ``wait_for_room``);
+* ``work``: something changed that may let an idle executor go on: a job was
+  claimed, a slot freed, a lease let go (``wait_for_work``);
 * ``let_go``: a held job was let go (the shutdown's drain, a burst's wait).
 
-While the fetcher waits on the server for the queues of the shares that had room,
+While an executor waits on the server for the queues of the shares that had room,
 a share left out getting room cuts that wait (``cut``): its queues may have work.
 """
 
@@ -48,7 +49,6 @@ class Ledger:
         self._can_isolate = can_isolate  # a solo job can run in a child of its own
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
-        self._room = threading.Condition(self._lock)
         self._let_go = threading.Condition(self._lock)
         self._held: dict[Key, Lease] = {}
         # Started and not finished: at most one per slot, so read-ahead sizing need not
@@ -56,10 +56,9 @@ class Ledger:
         self._running: set[Lease] = set()
         self._closing = False  # executors return once the ready jobs are gone
         self._solo: Lease | None = None  # a solo job taken: nothing else starts meanwhile
-        self._solo_held = 0  # solo jobs held: the fetcher claims nothing more meanwhile
-        self._fetcher_waiting = False
-        self._left_out: set[Share] = set()  # shares without room while the fetcher blocks
-        self._cut: Callable[[], None] | None = None  # ends that block
+        self._solo_held = 0  # solo jobs held: nothing more is claimed meanwhile
+        self._left_out: set[Share] = set()  # shares without room during an idle wait
+        self._cut: Callable[[], None] | None = None  # ends the idle wait on the server
         for share in shares:
             share.read_ahead = share.size
 
@@ -67,8 +66,7 @@ class Ledger:
         return self._share_of[queue]
 
     def hold(self, leases: list[Lease]) -> None:
-        """The fetcher claimed these (one claim: one queue): they are ready to run, in
-        this order."""
+        """Claimed (one claim: one queue): they are ready to run, in this order."""
         if not leases:
             return
         with self._lock:
@@ -80,33 +78,28 @@ class Ledger:
             share.ready.extend(leases)
             self._work.notify(len(leases))
 
-    def wait_for_room(
-        self, stopping: threading.Event, quota: Callable[[], int]
-    ) -> dict[Share, int]:
-        """Wait until a batch is worth claiming; how many to claim for each share that
-        has room, in precedence order (empty: stop claiming)."""
+    def claiming(self, share: Share, count: int) -> None:
+        """``count`` jobs are being claimed for ``share`` (negative: no longer)."""
+        with self._lock:
+            share.claiming += count
+
+    def wants(self, quota: int) -> dict[Share, int]:
+        """How many to claim now for each share with room, in precedence order, at most
+        ``quota`` in all (empty: nothing is worth claiming, or a solo job is held)."""
         with self._lock:
             self._left_out.clear()
-            while True:
-                left = quota()
-                if stopping.is_set() or left == 0:
-                    return {}
-                wants: dict[Share, int] = {}
-                for share in self.shares:
-                    share.read_ahead = self._target(share)
-                    if left > 0 and self._worth_claiming(share):
-                        wants[share] = min(
-                            share.read_ahead - share.unfinished(), left, readahead.CLAIM_STEP
-                        )
-                        left -= wants[share]
-                if self._solo_held == 0 and wants:
-                    return wants
-                self._fetcher_waiting = True
-                self._room.wait(0.5)
-                self._fetcher_waiting = False
+            wants: dict[Share, int] = {}
+            for share in self.shares:
+                share.read_ahead = self._target(share)
+                if quota > 0 and self._worth_claiming(share):
+                    wants[share] = min(
+                        share.read_ahead - share.unfinished(), quota, readahead.CLAIM_STEP
+                    )
+                    quota -= wants[share]
+            return wants if self._solo_held == 0 else {}
 
     def blocking(self, left_out: set[Share], cut: Callable[[], None]) -> None:
-        """The fetcher waits on the server for the other shares' queues: call ``cut``
+        """An executor waits on the server for the other shares' queues: call ``cut``
         once one of ``left_out`` has room (its queues may have work meanwhile)."""
         with self._lock:
             self._left_out = left_out
@@ -114,22 +107,27 @@ class Ledger:
             for share in list(left_out):  # room came since wait_for_room: do not block
                 self._check_left_out(share)
 
-    def take(self, idle: Callable[[], None]) -> Lease | None:
-        """The next claimed job to run, in claim order; None once closed and drained.
-        Nothing to run: ``idle()`` first, then wait."""
-        while True:
-            with self._lock:
-                lease = self._next_ready()
-                if lease is not None:
-                    return lease
-                nothing_ready = not self.has_ready()
-                if self._closing and nothing_ready:
-                    return None
-            if nothing_ready:
-                idle()
-            with self._lock:
-                if not self._closing and self._startable() is None:
-                    self._work.wait(0.5)
+    def take_now(self) -> Lease | None:
+        """The next claimed job to run, in claim order, if one may start now."""
+        with self._lock:
+            return self._next_ready()
+
+    def startable(self) -> bool:
+        """A claimed job may start now."""
+        with self._lock:
+            return self._startable() is not None
+
+    def wait_for_work(self, timeout: float) -> None:
+        """Wait (at most ``timeout``) for a change that may let an idle executor go on;
+        at once if a job may start, or the ledger is closing."""
+        with self._lock:
+            if not self._closing and self._startable() is None:
+                self._work.wait(timeout)
+
+    @property
+    def closed(self) -> bool:
+        """Closing, and no job is left to start: executors stop."""
+        return self._closing and not self.has_ready()
 
     def end_solo(self, lease: Lease) -> None:
         if self._solo is lease:
@@ -177,7 +175,7 @@ class Ledger:
                 if self._left_out:
                     self._check_left_out(share)
             if gone:
-                self._room.notify_all()
+                self._work.notify_all()  # room: an idle executor may claim
                 self._let_go.notify_all()
             return gone
 
@@ -254,19 +252,22 @@ class Ledger:
             if self._held:
                 self._let_go.wait(timeout)
 
-    def drain(self, deadline: Callable[[], float | None]) -> bool:
-        """Wait until nothing is held; False once ``deadline()`` (monotonic) has passed."""
-        with self._lock:
-            while self._held:
+    def drain(self, deadline: Callable[[], float | None], each: Callable[[], None]) -> bool:
+        """Wait until nothing is held, calling ``each()`` at every look; False once
+        ``deadline()`` (monotonic) has passed."""
+        while True:
+            each()
+            with self._lock:
+                if not self._held:
+                    return True
                 end = deadline()
                 if end is not None and end <= time.monotonic():
                     return False
                 wait = 0.2 if end is None else min(end - time.monotonic(), 0.2)
                 self._let_go.wait(max(wait, 0.0))
-        return True
 
     def close(self) -> None:
-        """Executors return once the ready jobs are gone."""
+        """Executors stop once the ready jobs are gone."""
         with self._lock:
             self._closing = True
             self._work.notify_all()
@@ -284,8 +285,6 @@ class Ledger:
         lease.started = time.monotonic()  # give-back leaves it alone now
         self._running.add(lease)
         share.running += 1
-        if self._fetcher_waiting and self._worth_claiming(share):
-            self._room.notify_all()
         return lease
 
     def _startable(self) -> Share | None:
@@ -316,7 +315,7 @@ class Ledger:
                 self._work.notify()
 
     def _check_left_out(self, share: Share) -> None:
-        """A share got room: end the fetcher's wait on the server if it left it out."""
+        """A share got room: end the idle wait on the server if it left it out."""
         if share in self._left_out and self._worth_claiming(share) and self._cut is not None:
             self._left_out.clear()
             self._cut()

@@ -13,8 +13,8 @@ READ_AHEAD_BUDGET_MS = 50.0  # how long a read-ahead job may wait locally, on av
 MAX_READ_AHEAD = 1000
 # Jobs per claim call at most: a big read-ahead is refilled in steps, each claimed
 # while the jobs before it run, so the executors never wait for a claim's round trip.
-# Large enough that the fetcher's fixed cost per call (a round trip, the wait for the
-# GIL after it) is spread thin: with short jobs the fetcher claims back to back.
+# Large enough that a claim's fixed cost (a round trip's worth of server and client
+# work) is spread thin: with short jobs claims go out back to back.
 CLAIM_STEP = 250
 # A read-ahead job still waiting after this long sits behind a slow one: it is given
 # back to pending (refunded) so that another worker can run it.
@@ -27,7 +27,7 @@ def target(slots: int, avg_ms: float | None, longest_run_ms: float) -> int:
     A job running now counts as long as it has run so far once that passes the
     read-ahead budget, so a slow job stops the read-ahead at once instead of after
     it ends. A shorter run is not a sign of anything: a job waiting for the GIL
-    while the fetcher parses a claim has "run" for milliseconds.
+    while a claim's reply is parsed has "run" for milliseconds.
     """
     if avg_ms is None:
         return slots

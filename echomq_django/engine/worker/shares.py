@@ -4,7 +4,7 @@ One worker's executors are shared by all its queues: without shares, four slow
 jobs in ``slow`` hold every slot and a job in ``default`` waits behind them. A
 sized queue gets a share of its own: at most that many of its jobs are held
 (running or read ahead) and run at once, so it can never take the slots another
-queue needs, and the fetcher claims for it only while it has room. The unsized
+queue needs, and claims are made for it only while it has room. The unsized
 queues share the slots the sized ones leave. Without sizes every queue is in one
 share of all the slots: the worker's behaviour before shares, unchanged.
 
@@ -31,12 +31,14 @@ class Share:
     running: int = 0  # started and not finished
     held: int = 0  # held leases
     queued: int = 0  # held leases whose completion waits in the batch (no slot needed)
+    claiming: int = 0  # jobs asked for in claims not yet answered
     avg_ms: float | None = None  # moving average of its handler durations
-    read_ahead: int = 0  # the fetcher's last target for it
+    read_ahead: int = 0  # the last claim's target for it
 
     def unfinished(self) -> int:
-        """Held jobs not yet finished: a finished one waits for its completion, not a slot."""
-        return self.held - self.queued
+        """Jobs held (or being claimed) and not yet finished: a finished one waits for its
+        completion, not a slot."""
+        return self.held + self.claiming - self.queued
 
 
 def plan(queues: Sequence[str], sizes: Mapping[str, int], slots: int) -> list[Share]:

@@ -1,4 +1,4 @@
-"""The idle wait: when no queue has work, the fetcher blocks on the server until an
+"""The idle wait: when no queue has work, an executor blocks on the server until an
 enqueue wakes it (BZPOPMIN on the queues' wake keys, on a connection of its own) or
 the next scheduled job is due. It never polls in a sleep loop.
 """
@@ -25,7 +25,7 @@ BLOCK_SLACK_S = 2.0  # socket_timeout = block timeout + this: a hung read cannot
 
 
 class IdleWait:
-    """The fetcher's wait for work, on a single server or a cluster."""
+    """The worker's wait for work, on a single server or a cluster."""
 
     def __init__(
         self, jobs: Jobs, queues: Sequence[str], block_s: float, stopping: threading.Event
@@ -173,8 +173,8 @@ class QueueWaiters:
     connection to the queue's node, and ``wait`` returns as soon as any of them is
     woken: pick-up stays as fast as one blocking call on a single server.
 
-    The threads block only while the fetcher waits. A wake-up one of them still
-    takes after the fetcher went back to work is given back (ZADD) for another idle
+    The threads block only while the worker waits. A wake-up one of them still
+    takes after the worker went back to work is given back (ZADD) for another idle
     worker, since this busy one would sit on it, which a standalone worker never does.
     """
 
@@ -183,9 +183,9 @@ class QueueWaiters:
         self._keys = [QueueKeys.of(q).wake for q in queues]
         self._socket_timeout = socket_timeout  # the block time plus slack: a hung read fails
         self._block_s = 0.0
-        self._active: set[str] = set(self._keys)  # the wake keys the fetcher waits for
+        self._active: set[str] = set(self._keys)  # the wake keys the worker waits for
         self._changed = threading.Condition()  # _active changed, or closed
-        self._idle = threading.Event()  # the fetcher is waiting: the threads block
+        self._idle = threading.Event()  # the worker is waiting: the threads block
         self._woken = threading.Event()  # a wake key was popped while it waited
         self._closed = threading.Event()
         self._blockers: dict[str, redis.Redis] = {}
@@ -210,10 +210,10 @@ class QueueWaiters:
         self._idle.set()
         self._woken.wait(timeout)
         self._idle.clear()
-        self._woken.clear()  # the fetcher claims from every queue next: nothing is missed
+        self._woken.clear()  # the worker claims from every queue next: nothing is missed
 
     def interrupt(self) -> None:
-        """End a ``wait`` now (a stop): wake the fetcher and cut the blocking reads."""
+        """End a ``wait`` now (a stop): wake the waiting executor and cut the blocking reads."""
         self._woken.set()
         for blocker in self._blockers.copy().values():  # copy(): atomic, threads add to it
             blocker.connection_pool.disconnect()
@@ -251,7 +251,7 @@ class QueueWaiters:
                     self._client.nodes_manager.move_slot(exc)
                     self._closed.wait(0.05)
                 else:
-                    # Down: reconnect after a while; meanwhile the fetcher's own timeout
+                    # Down: reconnect after a while; meanwhile the worker's own timeout
                     # still ends its waits, so the queue is not stuck.
                     self._closed.wait(self._socket_timeout)
         self._drop(key)

@@ -2,12 +2,14 @@
 
 A ``Worker`` wires its parts, each a module owning its own state:
 
-* ``fetcher``: claims batches, as many as the read-ahead policy (``readahead``)
-  asks, and waits on the server when no queue has work (``waiting``);
 * ``executor``: one thread per slot runs the handler (``running``) and ends the
   job by its outcome, through ``completions`` (batched) or ``endings`` (retry,
-  crash, release);
-* ``heartbeat``: renews the held leases, enforces time limits, sends late batches;
+  crash, release); between jobs it drives the worker's ``wire`` (``driver``):
+  ``claims`` in batches, as many as the read-ahead policy (``readahead``) asks, and
+  the completions, without waiting for either; with no work it waits on the server
+  (``waiting``);
+* ``heartbeat``: renews the held leases, enforces time limits, and drives the wire
+  while every executor is busy;
 * ``ledger``: the held leases and where each is, the one state they share.
 
 A worker runs its tasks in threads of its own process. With ``processes``, the
@@ -40,18 +42,21 @@ from ..outcome import Handler
 from ..registry import WorkerInfo
 from ..registry import heartbeat as registry_heartbeat
 from ..registry import remove as registry_remove
+from .alarm import Alarm
 from .children import Key
+from .claims import Claims
 from .completions import Completions
 from .config import WorkerConfig
+from .driver import Driver
 from .endings import Endings
 from .executor import Executors
-from .fetcher import Fetcher
-from .heartbeat import Alarm, Heartbeat
+from .heartbeat import Heartbeat
 from .ledger import Ledger
 from .link import Link
 from .running import Runner
 from .stats import Tally, WorkerStats
 from .waiting import IdleWait
+from .wire import Wire
 
 logger = logging.getLogger("echomq.worker")
 
@@ -93,6 +98,7 @@ class Worker:
         self._grace_s = float("inf") if link is not None else config.grace_s
 
         self._stopping = threading.Event()
+        self._done = threading.Event()  # nothing more to do: a burst's queues are empty, max_jobs
         self._stop_time = 0.0
         self._give_up = threading.Event()  # grace is over: stop retrying server calls
         self._tally = Tally()
@@ -113,10 +119,19 @@ class Worker:
         )
         events = EventLog()  # job events for the queues' streams (``echomq tail``)
         alarm = Alarm()
+        self._wire = Wire(jobs.connector, outage)
         self._idle = IdleWait(jobs, self.queues, config.idle_block_s, self._stopping)
         self._completions = Completions(
-            jobs, self._ledger, self._tally, outage, self.id,
-            give_up=self._give_up, on_due=alarm.wake_up.set, events=events,
+            jobs, self._wire, self._ledger, self._tally, self.id,
+            give_up=self._give_up, events=events,
+        )  # fmt: skip
+        claims = Claims(
+            jobs, self._wire, self._ledger, alarm, self._tally, outage, events, self.id,
+            config=config, link=link,
+        )  # fmt: skip
+        self._driver = Driver(
+            self._wire, claims, self._completions, self._ledger, self._idle, config=config,
+            stopping=self._stopping, done=self._done, on_fatal=self._fail_fatally,
         )  # fmt: skip
         self._endings = Endings(
             jobs, self._ledger.forget, self._tally, outage, self.id,
@@ -124,20 +139,17 @@ class Worker:
             give_up=self._give_up,
         )  # fmt: skip
         self._executors = Executors(
-            jobs, self._ledger, self._runner, self._completions, self._endings, alarm, outage,
-            self.id, config=config, link=link, stopping=self._stopping, give_up=self._give_up,
+            jobs, self._ledger, self._runner, self._completions, self._endings, self._driver,
+            alarm, outage, self.id, config=config, link=link, stopping=self._stopping,
+            give_up=self._give_up,
         )  # fmt: skip
         self._heartbeat = Heartbeat(
             jobs, self._ledger, self._runner, self._completions, self._endings, alarm,
-            self._tally, outage, stopping=self._stopping, renews=link is None,
+            self._tally, outage, self._driver,
+            stopping=self._stopping, renews=link is None,
             registry=self._beat_registry if link is None else None,
             registry_interval_s=config.registry_interval_s, watchdog=self._idle.watchdog,
             events=events, worker_id=self.id,
-        )  # fmt: skip
-        self._fetcher = Fetcher(
-            jobs, self._ledger, self._idle, alarm, self._tally, outage, self.id,
-            config=config, link=link, stopping=self._stopping, on_fatal=self._fail_fatally,
-            events=events,
         )  # fmt: skip
 
     @property
@@ -154,21 +166,15 @@ class Worker:
 
     def run(self) -> WorkerStats:
         """Process jobs until stopped (or, with burst / max_jobs, until done). Returns stats."""
-        self._executors.start()
         self._heartbeat.start()
-        self._fetcher.start()
-        while self._fetcher.is_alive():  # a timed join: the main thread stays signal-responsive
-            self._fetcher.join(0.2)
-            if self._stopping.is_set():
-                # stop() cut the idle block, but one that began just then (the stop
-                # check passed, the connection not yet sent on) reconnects and blocks
-                # on: cut again until the fetcher is gone.
-                self._idle.interrupt()
+        self._executors.start()
+        while not (self._stopping.is_set() or self._done.is_set()):
+            self._done.wait(0.2)  # a timed wait: the main thread stays signal-responsive
         if self._stopping.is_set():  # a burst or max_jobs run still runs what it claimed
             waiting = self._ledger.take_ready()
             if waiting:
                 self._endings.release(*waiting)
-        if not self._ledger.drain(self._grace_end):
+        if not self._ledger.drain(self._grace_end, self._cut_idle_wait):
             self._give_up.set()
             self._end_running()
         self._ledger.close()
@@ -177,6 +183,7 @@ class Worker:
         if self._link is None:
             self._unregister()
         self._idle.close()
+        self._wire.close()
         self._runner.close()
         logger.info("worker %s stopped: %s", self.id, self.stats)
         return self.stats
@@ -215,6 +222,13 @@ class Worker:
     def running(self) -> list[str]:
         """Ids of the jobs whose task runs now (read-ahead jobs not yet started excluded)."""
         return self._ledger.running_ids()
+
+    def _cut_idle_wait(self) -> None:
+        """stop() cut the idle wait, but one that began just then (the stop check passed,
+        the connection not yet sent on) reconnects and blocks on: cut again while an
+        executor waits on the server."""
+        if self._driver.idling:
+            self._idle.interrupt()
 
     def _fail_fatally(self, why: str) -> None:
         self.fatal = why
