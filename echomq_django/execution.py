@@ -4,7 +4,9 @@
 the outcome; it never raises (whatever a task or a signal receiver does, the
 worker keeps going). What it does, in order:
 
-1. ``close_old_connections()`` (before and after each job, like a request).
+1. ``close_old_connections()`` after each job, like a request, and before one when
+   its thread was idle since its last (a connection may have gone stale meanwhile;
+   back to back, the check after the last job is the check before this one).
 2. Decode the payload and resolve the task to a Task object (loaded, or in a
    module of an installed app; see :mod:`echomq_django.payload`). A row that cannot be run
    (corrupt, unknown task such as ``os.system``, backend not configured here) is
@@ -38,19 +40,24 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
+from asgiref.sync import async_to_sync, iscoroutinefunction
 from django.db import close_old_connections
 from django.utils import timezone
 
 from . import conf, tracing
 from .backends import EchoMQBackend
 from .compat import (
+    AnyTask,
     AnyTaskResult,
+    Task,
     TaskContext,
     TaskError,
     TaskResultStatus,
@@ -102,17 +109,23 @@ class ReturnValueTooLarge(EchoMQError, ValueError):
     """The task's return value is bigger as JSON than MAX_PAYLOAD: the task fails."""
 
 
+# A thread's jobs closer together than this share one connection check between them.
+CONNECTIONS_CHECKED_S = 1.0
+_checked = threading.local()  # .at: when this thread last checked its connections
+
+
 def execute(claimed: Claimed) -> Outcome:
     """Run the claimed job's task once and say how it went. Never raises."""
     worker = _raised.get() is None
     try:
-        if worker:
+        if worker and time.monotonic() - getattr(_checked, "at", 0.0) > CONNECTIONS_CHECKED_S:
             close_old_connections()
         try:
             return run(claimed)
         finally:
             if worker:
                 close_old_connections()
+                _checked.at = time.monotonic()
     except BaseException as exc:  # a bug here must not kill the worker
         logger.exception("EchoMQ could not run job %s", claimed.id)
         return failure_from_exception(exc)
@@ -165,7 +178,7 @@ def call(job: Job, result: AnyTaskResult, backend: EchoMQBackend) -> Outcome:
         args = (
             [TaskContext(task_result=result), *result.args] if task.takes_context else result.args
         )
-        value = to_json(task.call(*args, **result.kwargs), conf.get_jobs().max_payload)
+        value = to_json(call_task(task, args, result.kwargs), conf.get_jobs().max_payload)
     except BaseException as exc:
         keep(exc)
         record = ErrorRecord.of(exc)  # one traceback, for the TaskResult and the row
@@ -182,6 +195,25 @@ def call(job: Job, result: AnyTaskResult, backend: EchoMQBackend) -> Outcome:
     object.__setattr__(result, "_return_value", None if value == "null" else json.loads(value))
     finish(sender, result, TaskResultStatus.SUCCESSFUL)
     return Success(value)
+
+
+def call_task(task: AnyTask, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+    """``task.call(*args, **kwargs)``, as Django's ``Task.call`` makes it (a coroutine
+    function through ``async_to_sync``), without asking at every call whether the function
+    is one: a Task is frozen, its function never changes. A Task class with a ``call`` of
+    its own is called through it."""
+    if type(task).call is not Task.call:
+        return task.call(*args, **kwargs)
+    func = task.func
+    coroutine = _coroutine_functions.get(func)
+    if coroutine is None:
+        coroutine = _coroutine_functions[func] = iscoroutinefunction(func)
+    if coroutine:
+        return async_to_sync(func)(*args, **kwargs)
+    return func(*args, **kwargs)
+
+
+_coroutine_functions: dict[Callable[..., Any], bool] = {}
 
 
 def retry_decision(

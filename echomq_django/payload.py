@@ -64,8 +64,11 @@ STATUS_OF_STATE = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Payload:
+    """A row's payload, read. Not ``frozen``: a frozen dataclass sets each field through
+    ``object.__setattr__``, and a worker reads one for every job it runs."""
+
     task: str
     args: list[Any]
     kwargs: dict[str, Any]

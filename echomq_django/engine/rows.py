@@ -1,8 +1,9 @@
 """A job's row (the HASH ``emq:{q}:job:<id>``) as the engine reads it.
 
 ``ROW_FIELDS`` is the single list of the fields a reader gets: the claim script
-returns them in its order (no names on the wire), and ``Job`` is decoded from them
-by name, never by position, so adding a field is one line here.
+returns them in its order (no names on the wire), and ``Job.from_values`` unpacks
+them in that order (a worker reads hundreds of rows per claim): adding a field is a
+line here and a name in that unpacking, which tests/engine/test_rows.py holds to it.
 """
 
 from __future__ import annotations
@@ -130,39 +131,21 @@ class Job:
         state, payload = _required(values, "state"), _required(values, "payload")
         if state not in STATES:
             raise CorruptRow(f"unknown state {state[:40]!r}")
-        v = _with_ints(values)
-        workers = v[AT["worker_ids"]]
+        # One unpacking in ROW_FIELDS order, a Job built in its fields' order (both pinned
+        # by tests/engine/test_rows.py): a claim reads hundreds of rows, and looking each
+        # field up by name cost as much as the rest.
+        (_, _, _, task, run_after, worker, workers, errors, last_error, result, idem, solo,
+         limits, priority, attempts, refunds, max_attempts, lease_ms, enqueued_at, started_at,
+         last_attempted_at, finished_at, due_ms, lease_deadline, result_ttl_ms, timeout_ms,
+         crashes, run) = _with_ints(values)  # fmt: skip
         return cls(
-            queue=queue,
-            id=job_id,
-            state=state,
-            payload=payload,
-            task=v[AT["task"]] or "",
-            priority=v[AT["priority"]] or 0,
-            attempts=v[AT["attempts"]] or 0,
-            refunds=v[AT["refunds"]] or 0,
-            max_attempts=v[AT["max_attempts"]] or DEFAULT_MAX_ATTEMPTS,
-            lease_ms=v[AT["lease_ms"]] or 0,
-            enqueued_at=v[AT["enqueued_at"]],
-            started_at=v[AT["started_at"]],
-            last_attempted_at=v[AT["last_attempted_at"]],
-            finished_at=v[AT["finished_at"]],
-            due_ms=v[AT["due_ms"]],
-            lease_deadline=v[AT["lease_deadline"]],
-            result_ttl_ms=v[AT["result_ttl_ms"]],
-            run_after=v[AT["run_after"]] or "",
-            worker=v[AT["worker"]] or "",
-            worker_ids=tuple(workers.split("\n")) if workers else (),
-            errors=v[AT["errors"]] or "",
-            last_error=v[AT["last_error"]] or "",
-            result=v[AT["result"]],
-            idempotency_key=v[AT["idem"]] or "",
-            timeout_ms=v[AT["timeout_ms"]] or 0,
-            crashes=v[AT["crashes"]] or 0,
-            solo=v[AT["solo"]] == "1",
-            started=v[AT["run"]] is not None and v[AT["run"]] == v[AT["attempts"]],
-            limits=v[AT["limits"]] or "",
-        )
+            queue, job_id, state, payload, task or "", priority or 0, attempts or 0,
+            refunds or 0, max_attempts or DEFAULT_MAX_ATTEMPTS, lease_ms or 0, enqueued_at,
+            started_at, last_attempted_at, finished_at, due_ms, lease_deadline, run_after or "",
+            worker or "", tuple(workers.split("\n")) if workers else (), errors or "",
+            last_error or "", result, result_ttl_ms, idem or "", timeout_ms or 0, crashes or 0,
+            solo == "1", run is not None and run == attempts, limits or "",
+        )  # fmt: skip
 
 
 def _required(values: Sequence[str | None], name: str) -> str:
@@ -177,7 +160,7 @@ def _with_ints(values: Sequence[str | None]) -> list[Any]:
     ``CorruptRow`` names one that is not an integer."""
     head, tail = values[: len(TEXT_FIELDS)], values[len(TEXT_FIELDS) :]
     try:
-        return [*head, *(int(v) if v else None for v in tail)]
+        return [*head, *[int(v) if v else None for v in tail]]
     except ValueError:
         for name, v in zip(INT_FIELDS, tail, strict=True):
             try:

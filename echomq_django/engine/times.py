@@ -26,8 +26,8 @@ def from_server(value: object, per_second: int) -> datetime | None:
                 value = int(str(value))
             except ValueError:
                 return None
-    try:
-        return EPOCH + timedelta(microseconds=value * (US // per_second))
+    try:  # positional: timedelta's keyword parsing costs a third of the conversion
+        return EPOCH + timedelta(0, 0, value * (US // per_second))
     except OverflowError:
         return None
 
