@@ -60,23 +60,29 @@ def test_a_cap_of_two_holds_while_workers_are_killed(valkey_jobs, valkey_url, sp
     log, n = tmp_path / "runs.jsonl", 24
     enqueue(valkey_jobs, n, concurrency_gate("t.limited", 2), log, run=0.15)
     spawn("reaper", valkey_url, Q, "--interval", "0.1")
-    workers = [
-        spawn("worker", valkey_url, Q, "--name", f"w{i}", "--concurrency", "8") for i in range(3)
-    ]
-    for victim in workers[:2]:
-        wait_until(
-            lambda pid=victim.pid: any(
-                e["pid"] == pid and e["event"] == "tick" for e in events(log)
+    workers = {
+        w.pid: w
+        for w in (spawn("worker", valkey_url, Q, "--name", f"w{i}", "--concurrency", "8")
+                  for i in range(3))
+    }  # fmt: skip
+    killed: set[int] = set()
+    for _ in range(2):  # kill a worker that is running a job (mid-run), twice
+        victim = wait_until(
+            lambda: next(
+                (e["pid"] for e in reversed(events(log))
+                 if e["event"] == "tick" and e["pid"] in workers and e["pid"] not in killed),
+                None,
             ),
             20,
-        )
-        victim.kill()
-        spawn("worker", valkey_url, Q, "--concurrency", "8")
+        )  # fmt: skip
+        workers[victim].kill()
+        killed.add(victim)
+        replacement = spawn("worker", valkey_url, Q, "--concurrency", "8")
+        workers[replacement.pid] = replacement
     wait_until(lambda: valkey_jobs.stats(Q).counts["completed"] == n, timeout=40)
     runs: dict[tuple[str, int], list[float]] = defaultdict(list)
     for e in events(log):
         runs[(e["job"], e["pid"])].append(e["t"])
-    killed = {w.pid for w in workers[:2]}
     assert any(pid in killed for _, pid in runs)  # some runs did die with their worker
     edges = sorted([(min(ts), 1) for ts in runs.values()] + [(max(ts), -1) for ts in runs.values()])
     running = most = 0

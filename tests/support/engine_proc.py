@@ -73,6 +73,11 @@ def setup(url: str) -> tuple[Jobs, Callable[[Claimed], Outcome]]:
     return Jobs(Connector.from_url(url)), handler
 
 
+def broken_setup() -> tuple[Jobs, Callable[[Claimed], Outcome]]:
+    """A supervised child's setup that always fails (an import error, a bad setting)."""
+    raise RuntimeError("this setup is broken")
+
+
 def stop_on_signals(stop: Callable[[], None]) -> None:
     """SIGTERM / SIGINT: stop gracefully (the held jobs finish or go back)."""
 

@@ -140,13 +140,18 @@ class Driver:
 
     def _fetch(self) -> Next:
         """With the wire: send what finished (nothing runs next here), claim if there is
-        room, and wait for the claims in flight until a job may start."""
-        claims, ledger = self._claims, self._ledger
+        room, and wait for the replies in flight until a job may start (a completion's
+        reply lets its lease go: room to claim, or the end of a solo job's wait)."""
+        claims, ledger, wire = self._claims, self._ledger, self._wire
         self._completions.send(everything=True)
-        self._claim_if_room()
-        asked = claims.current
-        while claims.current is not None and self._wire.waiting_since and not ledger.startable():
-            self._wire.pump(wait=True)
+        asked = claims.current  # the round this call waits for (at most one begun here)
+        while True:
+            if asked is None:
+                self._claim_if_room()
+                asked = claims.current
+            if ledger.startable() or not wire.waiting_since:
+                break
+            wire.pump(wait=True)
         if ledger.startable():
             return Next.GO
         if self._stopping.is_set():
