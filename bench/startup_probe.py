@@ -6,8 +6,9 @@ EchoMQ's runworker. Writes ``<stage> <time.time()>`` lines to the file named by
 up), ``django_import`` (Django's package and management modules imported),
 ``django_setup`` (settings, apps and EchoMQ's app ready), ``checks_start`` /
 ``checks_end`` (the command's system checks), ``claim_call`` / ``claim_return``
-(the worker's first claim, sent and answered). The worker itself is not changed:
-the claim is observed by wrapping ``Jobs.claim`` before the command runs.
+(the worker's first claim, built and sent, then its reply read). The worker itself
+is not changed: the claim is observed by wrapping ``Jobs.claim_call`` and
+``Claim.from_reply`` before the command runs.
 """
 
 import time
@@ -26,8 +27,8 @@ def mark(stage: str, t: float | None = None) -> None:
     _out.flush()
 
 
-def once(stage_call: str, stage_return: str, fn):
-    """Wrap ``fn`` to mark its first call and first return."""
+def once(stage_call: str | None, stage_return: str | None, fn):
+    """Wrap ``fn`` to mark its first call and first return (None: not that one)."""
     seen = []
 
     @functools.wraps(fn)
@@ -35,11 +36,12 @@ def once(stage_call: str, stage_return: str, fn):
         first = not seen
         if first:
             seen.append(True)
-            mark(stage_call)
+            if stage_call:
+                mark(stage_call)
         try:
             return fn(*args, **kwargs)
         finally:
-            if first:
+            if first and stage_return:
                 mark(stage_return)
 
     return inner
@@ -57,9 +59,10 @@ def main() -> None:
     mark("django_import")
     django.setup()
     mark("django_setup")
-    from echomq_django.engine.jobs import Jobs
+    from echomq_django.engine.jobs import Claim, Jobs
 
-    Jobs.claim = once("claim_call", "claim_return", Jobs.claim)
+    Jobs.claim_call = staticmethod(once("claim_call", None, Jobs.claim_call))
+    Claim.from_reply = classmethod(once(None, "claim_return", Claim.from_reply.__func__))
     BaseCommand.check = once("checks_start", "checks_end", BaseCommand.check)
     execute_from_command_line(["django", *args])
 

@@ -136,19 +136,9 @@ class Jobs(QueueRegistry, Reads, Sweeps):
 
     # -- the lease --------------------------------------------------------------
 
-    def claim(
-        self,
-        queue: str,
-        worker_id: str,
-        *,
-        count: int = 1,
-        lease_ms: int = DEFAULT_LEASE_MS,
-        promote_limit: int = 100,
-        claim_id: str | None = None,
-        start_now: int = 0,
-        isolated: bool = False,
-    ) -> Claim:
-        """Lease up to ``count`` jobs, highest priority first, FIFO within a priority.
+    def claim(self, queue: str, worker_id: str, **options: Any) -> Claim:
+        """Lease up to ``count`` jobs, highest priority first, FIFO within a priority
+        (``options`` are ``claim_call``'s).
 
         ``claim_id`` names this claim (unique per queue; default a fresh random id): asking
         again with the same id after a lost reply returns the same jobs, not more.
@@ -156,10 +146,7 @@ class Jobs(QueueRegistry, Reads, Sweeps):
         before they run): the reaper charges a crash only to a job that had started.
         A ``solo`` job (see reap.lua) comes alone, in a claim of its own.
         """
-        call = self.claim_call(
-            queue, worker_id, count=count, lease_ms=lease_ms, promote_limit=promote_limit,
-            claim_id=claim_id, start_now=start_now, isolated=isolated,
-        )  # fmt: skip
+        call = self.claim_call(queue, worker_id, **options)
         return Claim.from_reply(queue, self.connector.run(call.script, call.keys, call.args))
 
     @staticmethod

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ..errors import Cancelled, CancelRequested, EchoMQError, ServerUnavailable, StaleToken
+from ..errors import Cancelled
 from ..events import EVENTS_AGE_S, EventLog
 from ..jobs import Jobs
 from ..outage import Outage
@@ -32,6 +32,7 @@ from .driver import Driver
 from .endings import Endings
 from .lease import STAMP_AFTER_S, Lease
 from .ledger import Ledger
+from .renewal import renew, send_events
 from .running import Runner
 from .stats import Tally
 
@@ -130,50 +131,26 @@ class Heartbeat:
         if not due:
             return True
         try:
-            self._extend(due)
-        except ServerUnavailable:
-            return False
+            return renew(
+                self._jobs, due, self._outage, self._worker_id,
+                on_cancel=self._cancel, on_lost=self._lose,
+            )  # fmt: skip
         finally:  # renewed: a third of a lease on; refused or unsent: at once, on the next beat
             for lease in due:
                 if not lease.lost:
                     self._alarm.renew_by(lease.renewal_time())
-        return True
 
-    def _extend(self, due: list[Lease]) -> None:
-        sent = time.monotonic()
-        items = [(le.claimed.queue, le.claimed.id, le.claimed.token, le.lease_ms) for le in due]
-        ran_us = [le.ran_us() if self._ledger.is_running(le) else -1 for le in due]
-        try:
-            replies = self._jobs.extend_many(items, ran_us=ran_us)
-        except ServerUnavailable as exc:
-            self._outage.down(exc, "extend")
-            raise
-        self._outage.up()  # else an outage would seem to last on, and backoffs grow
-        for lease, reply, us in zip(due, replies, ran_us):
-            if isinstance(reply, CancelRequested):
-                if not (lease.cancelled or lease.finishing):
-                    lease.cancelled = str(reply) or "cancelled by an operator"
-                    logger.warning("job %s %s: cancelled (%s); stopping it", lease.claimed.id,
-                                   lease.task, lease.cancelled)  # fmt: skip
-                    self._runner.stop(lease.key, Cancelled)
-            elif isinstance(reply, StaleToken):
-                if not lease.finishing:  # a finished job's complete may simply have won the race
-                    lease.lost = str(reply)
-                    self._tally.add("lost")
-                    logger.warning(
-                        "job %s %s: lease lost (%s); the task keeps running but its outcome "
-                        "will be discarded",
-                        lease.claimed.id,
-                        lease.task,
-                        reply,
-                    )
-            elif isinstance(reply, Exception):
-                logger.error("job %s: extend failed: %r", lease.claimed.id, reply)
-            else:
-                lease.renewed_at = sent
-                if us >= 0 and not lease.stamped:  # a run that lasts: its start is an event
-                    lease.stamped = True
-                    lease.announce_start(self._worker_id)
+    def _cancel(self, lease: Lease, why: str) -> None:
+        self._runner.stop(lease.key, Cancelled)
+
+    def _lose(self, lease: Lease, why: str) -> None:
+        if not lease.finishing:  # a finished job's complete may simply have won the race
+            lease.lost = why
+            self._tally.add("lost")
+            logger.warning(
+                "job %s %s: lease lost (%s); the task keeps running but its outcome will be "
+                "discarded", lease.claimed.id, lease.task, why,
+            )  # fmt: skip
 
     def _next_wake(self, now: float, next_registry: float) -> float:
         due = [self._alarm.renew_at(), next_registry, now + 1.0]
@@ -184,14 +161,7 @@ class Heartbeat:
         return max(0.005, min(due) - now)
 
     def _send_events(self) -> None:
-        """The job events no completion carried, in a round trip of their own. Lost with
-        the server: a log for watching, not a record to keep."""
-        calls = self._events.take()
-        if calls:
-            try:
-                self._jobs.connector.run_many(calls)
-            except EchoMQError as exc:
-                logger.debug("job events not sent: %s", exc)
+        send_events(self._jobs, self._events)
 
     def _give_back_stuck(self, now: float) -> None:
         """Release read-ahead jobs stuck behind a slow one, so another worker runs them.

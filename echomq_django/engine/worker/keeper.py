@@ -24,12 +24,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from ..errors import CancelRequested, EchoMQError, ServerUnavailable, StaleToken
 from ..events import EVENTS_AGE_S, EventLog
 from ..jobs import Jobs
 from ..outage import Outage
 from .children import Key
 from .lease import STAMP_AFTER_S, Lease
+from .renewal import renew, send_events
 from .running import HARD_GRACE_S
 from .subworker import Subworker
 
@@ -69,7 +69,7 @@ class Keeper:
     def stop(self) -> None:
         self._done.set()
         self._thread.join(5)
-        self._send_events()
+        send_events(self._jobs, self._events)
 
     def _loop(self) -> None:
         next_registry = 0.0
@@ -84,7 +84,7 @@ class Keeper:
                 self._registry()
                 next_registry = now + self._registry_interval_s
             if self._events.due(now):
-                self._send_events()
+                send_events(self._jobs, self._events)
             elif self._events.since:
                 wait = min(wait, self._events.since + EVENTS_AGE_S - now)
             self._done.wait(max(0.005, min(wait, next_registry - now)))
@@ -164,43 +164,19 @@ class Keeper:
     def _extend(self, due: list[tuple[Subworker, Lease]], running: set[Key]) -> bool:
         """Renew (and stamp) the due leases in one round trip; False if the server was away.
         ``running``: the keys of the leases whose runs are on the boards."""
-        sent = time.monotonic()
-        items = [(le.claimed.queue, le.claimed.id, le.claimed.token, le.lease_ms) for _, le in due]
-        ran_us = [le.ran_us() for _, le in due]
-        try:
-            replies = self._jobs.extend_many(items, ran_us=ran_us)
-        except ServerUnavailable as exc:
-            self._outage.down(exc, "extend")
-            return False
-        self._outage.up()
-        for (sub, lease), reply, us in zip(due, replies, ran_us):
-            if isinstance(reply, CancelRequested):
-                if not lease.cancelled:
-                    lease.cancelled = why = str(reply) or "cancelled by an operator"
-                    logger.warning("job %s %s: cancelled (%s); stopping it", lease.claimed.id,
-                                   lease.task, why)  # fmt: skip
-                    if lease.key in running:
-                        self.stop_run(sub, lease, "Cancelled", why, now=sent)
-                    else:  # it waits in the child: it is ended there without running
-                        sub.stop_run(lease, "Cancelled", why)
-            elif isinstance(reply, StaleToken):
-                lease.lost = str(reply)  # the child may simply have ended it meanwhile
-                sub.lose(lease, lease.lost)
-            elif isinstance(reply, Exception):
-                logger.error("job %s: extend failed: %r", lease.claimed.id, reply)
-            else:
-                lease.renewed_at = sent
-                if us >= 0 and not lease.stamped:  # a run that lasts: its start is an event
-                    lease.stamped = True
-                    lease.announce_start(self._worker_id)
-        return True
+        child_of = {lease.key: sub for sub, lease in due}
+        now = time.monotonic()
 
-    def _send_events(self) -> None:
-        """The job events of the leases the supervisor ended or stamped. Lost with the
-        server: a log for watching, not a record to keep."""
-        calls = self._events.take()
-        if calls:
-            try:
-                self._jobs.connector.run_many(calls)
-            except EchoMQError as exc:
-                logger.debug("job events not sent: %s", exc)
+        def cancel(lease: Lease, why: str) -> None:
+            if lease.key in running:
+                self.stop_run(child_of[lease.key], lease, "Cancelled", why, now=now)
+            else:  # it waits in the child: it is ended there without running
+                child_of[lease.key].stop_run(lease, "Cancelled", why)
+
+        def lose(lease: Lease, why: str) -> None:
+            lease.lost = why  # the child may simply have ended it meanwhile
+            child_of[lease.key].lose(lease, why)
+
+        leases = [lease for _, lease in due]
+        return renew(self._jobs, leases, self._outage, self._worker_id, on_cancel=cancel,
+                     on_lost=lose)  # fmt: skip

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -37,13 +35,11 @@ from ..events import EventLog
 from ..jobs import Jobs
 from ..keyspace import validate_worker_id
 from ..outage import Outage
-from ..registry import WorkerInfo
-from ..registry import heartbeat as registry_heartbeat
-from ..registry import remove as registry_remove
 from .children import ChildDied, Key
 from .config import WorkerConfig
 from .endings import Endings
 from .keeper import Keeper
+from .registration import Registration
 from .running import HARD_GRACE_S, Crashed, stopped_failure
 from .stats import Tally, WorkerStats
 from .subworker import Subworker
@@ -79,12 +75,12 @@ class Supervisor:
         self.id = validate_worker_id(name or default_worker_id())
         self.jobs = jobs
         self.queues = list(config.queues)
-        self.started_at = time.time()
         self.fatal: str | None = None
         self._stopping = threading.Event()
         self._stop_time = 0.0
         self._wake = threading.Event()
         self._tally = Tally()  # the jobs the supervisor ended itself
+        self._registration = Registration(jobs, self.id, config, lambda: self.running)
         self._past = WorkerStats()  # the counts of children that are gone
         events = EventLog()
         self._outage = Outage(logger)
@@ -106,7 +102,7 @@ class Supervisor:
         self._restarts = {sub.number: _Restarts() for sub in self._subworkers}
         self._keeper = Keeper(
             jobs, self._subworkers, self._outage, events, self.id,
-            registry=self._beat_registry, registry_interval_s=config.registry_interval_s,
+            registry=self._registration.beat, registry_interval_s=config.registry_interval_s,
         )  # fmt: skip
 
     @property
@@ -151,7 +147,7 @@ class Supervisor:
         self._keeper.stop()
         for sub in self._subworkers:
             sub.close()
-        self._unregister()
+        self._registration.remove()
         stats = self.stats
         logger.info("worker %s stopped: %s", self.id, stats)
         return stats
@@ -242,30 +238,6 @@ class Supervisor:
                 sub.reader.join()  # their jobs ended (_ended)
 
     # -- the registry ----------------------------------------------------------------------
-
-    def _beat_registry(self) -> None:
-        info = WorkerInfo(
-            id=self.id,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            queues=list(self.queues),
-            concurrency=self.config.slots,
-            running=self.running,
-            started_at=self.started_at,
-            last_seen=time.time(),
-            sizes=dict(self.config.sizes),
-            processes=self.config.processes,
-        )
-        try:
-            registry_heartbeat(self.jobs.connector, info, ttl_s=self.config.registry_interval_s * 4)
-        except Exception as exc:  # the registry is for people: never let it stop the work
-            logger.debug("registry heartbeat failed: %s", exc)
-
-    def _unregister(self) -> None:
-        try:
-            registry_remove(self.jobs.connector, self.id)
-        except Exception as exc:
-            logger.debug("could not remove the worker from the registry: %s", exc)
 
 
 class _Restarts:

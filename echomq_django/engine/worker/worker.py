@@ -39,9 +39,6 @@ from ..jobs import Jobs
 from ..keyspace import validate_worker_id
 from ..outage import Outage
 from ..outcome import Handler
-from ..registry import WorkerInfo
-from ..registry import heartbeat as registry_heartbeat
-from ..registry import remove as registry_remove
 from .alarm import Alarm
 from .children import Key
 from .claims import Claims
@@ -53,6 +50,7 @@ from .executor import Executors
 from .heartbeat import Heartbeat
 from .ledger import Ledger
 from .link import Link
+from .registration import Registration
 from .running import Runner
 from .stats import Tally, WorkerStats
 from .waiting import IdleWait
@@ -91,7 +89,6 @@ class Worker:
         self.jobs = jobs
         self.handler = handler
         self.queues = list(config.queues)
-        self.started_at = time.time()
         self.fatal: str | None = None  # why the worker stopped itself (exit non-zero)
         self._link = link
         # A supervised child's grace is its supervisor's to end (by killing it).
@@ -103,6 +100,7 @@ class Worker:
         self._give_up = threading.Event()  # grace is over: stop retrying server calls
         self._tally = Tally()
         self.stats: WorkerStats = self._tally.stats
+        self._registration = Registration(jobs, self.id, config, lambda: self.running)
         if link is not None:
             link.stats = self.stats
         outage = Outage(logger)
@@ -147,7 +145,7 @@ class Worker:
             jobs, self._ledger, self._runner, self._completions, self._endings, alarm,
             self._tally, outage, self._driver,
             stopping=self._stopping, renews=link is None,
-            registry=self._beat_registry if link is None else None,
+            registry=self._registration.beat if link is None else None,
             registry_interval_s=config.registry_interval_s, watchdog=self._idle.watchdog,
             events=events, worker_id=self.id,
         )  # fmt: skip
@@ -181,7 +179,7 @@ class Worker:
         self._completions.flush()
         self._heartbeat.stop()
         if self._link is None:
-            self._unregister()
+            self._registration.remove()
         self._idle.close()
         self._wire.close()
         self._runner.close()
@@ -252,27 +250,3 @@ class Worker:
         )
         for lease in leases:
             lease.released = True  # their outcome, if it comes, is not for us to send
-
-    def _beat_registry(self) -> None:
-        info = WorkerInfo(
-            id=self.id,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            queues=list(self.queues),
-            concurrency=self.config.slots,
-            running=self.running,
-            started_at=self.started_at,
-            last_seen=time.time(),
-            sizes=dict(self.config.sizes),
-            processes=0,
-        )
-        try:
-            registry_heartbeat(self.jobs.connector, info, ttl_s=self.config.registry_interval_s * 4)
-        except Exception as exc:  # the registry is for people: never let it stop the work
-            logger.debug("registry heartbeat failed: %s", exc)
-
-    def _unregister(self) -> None:
-        try:
-            registry_remove(self.jobs.connector, self.id)
-        except Exception as exc:
-            logger.debug("could not remove the worker from the registry: %s", exc)

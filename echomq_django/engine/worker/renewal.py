@@ -1,0 +1,71 @@
+"""Renewing held leases: one extend call for many, and what each reply means.
+
+A thread-mode worker's heartbeat renews its own leases, a supervisor's keeper those
+of its children; both renew the same way, and differ only in how a cancel or a lost
+lease reaches the run (``on_cancel``, ``on_lost``). A renewal also stamps the start
+of a run that has lasted (its "started" event), and carries an operator's cancel.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from ..errors import CancelRequested, EchoMQError, ServerUnavailable, StaleToken
+from ..events import EventLog
+from ..jobs import Jobs
+from ..outage import Outage
+from .lease import Lease
+
+logger = logging.getLogger("echomq.worker")
+
+
+def renew(
+    jobs: Jobs,
+    due: Sequence[Lease],
+    outage: Outage,
+    worker_id: str,
+    *,
+    on_cancel: Callable[[Lease, str], None],
+    on_lost: Callable[[Lease, str], None],
+) -> bool:
+    """Extend ``due`` in one round trip (stamping runs that began long enough ago);
+    False if the server was unreachable (nothing was renewed)."""
+    sent = time.monotonic()
+    items = [(le.claimed.queue, le.claimed.id, le.claimed.token, le.lease_ms) for le in due]
+    ran_us = [le.ran_us() for le in due]
+    try:
+        replies = jobs.extend_many(items, ran_us=ran_us)
+    except ServerUnavailable as exc:
+        outage.down(exc, "extend")
+        return False
+    outage.up()  # else an outage would seem to last on, and backoffs grow
+    for lease, reply, us in zip(due, replies, ran_us):
+        if isinstance(reply, CancelRequested):
+            if not (lease.cancelled or lease.finishing):
+                lease.cancelled = str(reply) or "cancelled by an operator"
+                logger.warning("job %s %s: cancelled (%s); stopping it", lease.claimed.id,
+                               lease.task, lease.cancelled)  # fmt: skip
+                on_cancel(lease, lease.cancelled)
+        elif isinstance(reply, StaleToken):
+            on_lost(lease, str(reply))
+        elif isinstance(reply, Exception):
+            logger.error("job %s: extend failed: %r", lease.claimed.id, reply)
+        else:
+            lease.renewed_at = sent
+            if us >= 0 and not lease.stamped:  # a run that lasts: its start is an event
+                lease.stamped = True
+                lease.announce_start(worker_id)
+    return True
+
+
+def send_events(jobs: Jobs, events: EventLog) -> None:
+    """The job events no completion carried, in a round trip of their own. Lost with the
+    server: a log for watching, not a record to keep."""
+    calls = events.take()
+    if calls:
+        try:
+            jobs.connector.run_many(calls)
+        except EchoMQError as exc:
+            logger.debug("job events not sent: %s", exc)
