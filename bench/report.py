@@ -208,8 +208,9 @@ def startup_table(res: Results) -> list[str]:
         return ["Not measured in this run (phase `spawn` with EchoMQ)."]
     out = [
         "One job waiting, `runworker` spawned under `bench/startup_probe.py` (the real command "
-        "with timestamps around it; `Jobs.claim` and the system checks wrapped to mark their "
-        "first call). Each stage is the time since the previous mark; medians (ms).",
+        "with timestamps around it; the first claim built (`Jobs.claim_call`) and its reply "
+        "read (`Claim.from_reply`), and the system checks, wrapped to mark them). Each stage "
+        "is the time since the previous mark; medians (ms).",
         "",
         "| Stage | ms |",
         "|---|---:|",

@@ -1,4 +1,8 @@
-"""Jobs run in child processes, so that a task that crashes its process kills only the child.
+"""A job run in a child process, so that a task that crashes its process kills only the child.
+
+A thread-mode worker runs a *solo* job (it was running when a worker died) in such a
+child (``running.Runner``): if the child dies, the crash is that job's beyond doubt.
+(``--processes`` runs whole child workers instead: ``supervisor``.)
 
 A ``Child`` is one process, a fresh interpreter (never forked: the parent has
 threads, and a fork would copy their locks mid-use), given the handler by its

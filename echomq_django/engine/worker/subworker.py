@@ -56,7 +56,8 @@ class Subworker:
         self._on_exit = on_exit
         self._lock = threading.Lock()  # the copy, the board, the order line
         self._telling = threading.Lock()  # one order at a time on the line
-        self.leases: dict[int, Lease] = {}  # index -> the copy of a held lease
+        # index -> the copy of a held lease (its report, until a copy is needed: _copy)
+        self.leases: dict[int, Lease | tuple[str, float, list[Any]]] = {}
         self.board: Board | None = None
         self.popen: subprocess.Popen[bytes] | None = None
         self._orders: Connection | None = None
@@ -150,43 +151,51 @@ class Subworker:
         """The held leases whose runs are on the board now (their start times set)."""
         with self._lock:  # start() may be closing the board of the last process
             on_board = self.board.running() if self.board is not None else []
-        runs = []
-        for run in on_board:
-            lease = self.leases.get(run.lease_index)
-            if lease is not None and lease.claimed.token == run.token:
-                if lease.started != run.started:  # a new run (never a copy's own)
-                    lease.started, lease.stamped = run.started, False
-                runs.append(lease)
+            runs = []
+            for run in on_board:
+                lease = self._copy(run.lease_index)
+                if lease is not None and lease.claimed.token == run.token:
+                    if lease.started != run.started:  # a new run (never a copy's own)
+                        lease.started, lease.stamped = run.started, False
+                    runs.append(lease)
         return runs
 
     def held(self) -> list[Lease]:
         with self._lock:
-            return list(self.leases.values())
+            return [lease for index in list(self.leases) if (lease := self._copy(index))]
 
     def began(self, lease: Lease) -> bool:
         """Its run began in this process (it may have ended since)."""
         with self._lock:
             return bool(lease.started) or (self.board is not None and self.board.began(lease.index))
 
+    def _copy(self, index: int) -> Lease | None:
+        """The copy of the lease at ``index``, made from its report the first time it is
+        needed: most leases are let go long before anything needs theirs (lock held)."""
+        held = self.leases.get(index)
+        if held is None or isinstance(held, Lease):
+            return held
+        queue, sent, (_, job_id, token, lease_ms, limit_s, task, attempt, max_attempts) = held
+        lease = Lease(
+            Claimed(queue, job_id, token, None),
+            lease_ms,
+            renewed_at=sent,
+            claimed_at=sent,
+            armed=True,
+            events=self._events,
+            limit_s=limit_s,
+            index=index,
+        )
+        lease.task, lease.attempt, lease.max_attempts = task, attempt, max_attempts
+        self.leases[index] = lease
+        return lease
+
     def _hold(self, queue: str, sent: float, entries: list[list[Any]]) -> None:
-        leases = []
-        for index, job_id, token, lease_ms, limit_s, task, attempt, max_attempts in entries:
-            lease = Lease(
-                Claimed(queue, job_id, token, None),
-                lease_ms,
-                renewed_at=sent,
-                claimed_at=sent,
-                armed=True,
-                events=self._events,
-                limit_s=limit_s,
-                index=index,
-            )
-            lease.task, lease.attempt, lease.max_attempts = task, attempt, max_attempts
-            leases.append(lease)
+        shortest = min(entry[3] for entry in entries)  # lease_ms
         with self._lock:
-            for lease in leases:
-                self.leases[lease.index] = lease
-            self.renew_at = min(self.renew_at, min(le.renewal_time() for le in leases))
+            for entry in entries:
+                self.leases[entry[0]] = (queue, sent, entry)
+            self.renew_at = min(self.renew_at, sent + shortest / 3000)
 
     def _gone(self, indexes: list[int]) -> None:
         with self._lock:
