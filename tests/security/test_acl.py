@@ -89,6 +89,8 @@ def test_worker_reaper_admin_and_cli_run_as_the_minimal_user_on_db_3(acl_db3, ad
         wait_until(lambda: done.refresh() or done.status == "SUCCESSFUL", timeout=30)
         wait_until(lambda: failed.refresh() or failed.status == "FAILED", timeout=30)
         wait_until(lambda: registry.list_workers(jobs.connector), timeout=30)
+        # A blocking read is counted when it returns: await the end of one idle wait.
+        wait_until(lambda: command_stats(acl).get("bzpopmin", (0, 0))[0] > 0, timeout=30)
     finally:
         worker.send_signal(signal.SIGTERM)
         _, stderr = worker.communicate(timeout=30)
