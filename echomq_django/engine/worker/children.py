@@ -6,26 +6,24 @@ child (``running.Runner``): if the child dies, the crash is that job's beyond do
 
 A ``Child`` is one process, a fresh interpreter (never forked: the parent has
 threads, and a fork would copy their locks mid-use), given the handler by its
-import path (``child.py`` is its side). It runs up to ``threads`` jobs at once,
-each in a thread of its own, and talks to the parent over two pipes (stops have
-their own, so that the child's threads read their jobs from the other themselves):
+import path (``child.py`` is its side). It runs one job at a time, in a thread
+of its own, and talks to the parent over two pipes (stops have their own, so that
+the job thread reads its jobs from the other itself):
 
 * parent -> child ``run`` (a lease's key and its claimed row): run the handler on it;
 * parent -> child ``stop`` (a key and ``TimeLimitExceeded`` or ``Cancelled``): raise
   it inside that job's thread (the soft stop, which task code can observe);
 * child -> parent ``done`` (a key and the outcome: a result or a failure).
 
-A frame carries one or more messages: outcomes that end while the child is sending
-go together in its next frame. Messages are JSON (``send_bytes``), never pickle: a
-row's text goes to the child as data, whatever it holds. The parent keeps the
-leases (its heartbeat is not in the child, so a task holding the GIL in a C call
-cannot starve it), and it sees a child die: ``run`` then answers ``ChildDied`` for
-every job the child was running, which is how the worker knows whose crash it
-was. The parent kills a child whose job outlived its soft stop. A child dies with
-its parent (``PR_SET_PDEATHSIG`` on Linux; a watch on the parent's pid elsewhere):
-a killed worker never leaves a task running that the reaper then hands to another
-worker. Children ignore SIGINT and SIGTERM (a Ctrl-C reaches the whole process
-group): stopping them is the parent's decision.
+Messages are JSON (``send_bytes``), never pickle: a row's text goes to the child as
+data, whatever it holds. The parent keeps the leases (its heartbeat is not in the
+child, so a task holding the GIL in a C call cannot starve it), and it sees a child
+die: ``run`` then answers ``ChildDied`` for every job the child was running, which
+is how the worker knows whose crash it was. The parent kills a child whose job
+outlived its soft stop. A child dies with its parent (``PR_SET_PDEATHSIG`` on Linux;
+a watch on the parent's pid elsewhere): a killed worker never leaves a task running
+that the reaper then hands to another worker. Children ignore SIGINT and SIGTERM (a
+Ctrl-C reaches the whole process group): stopping them is the parent's decision.
 """
 
 from __future__ import annotations
@@ -84,22 +82,17 @@ class _Process:
 
 
 class Child:
-    """One child process serving up to ``threads`` jobs at once; ``run`` sends one and
-    returns, and the child's reader thread hands its outcome (or the child's death)
-    to the job's ``on_end``."""
+    """One child process running one job at a time; ``run`` sends one and returns, and
+    the child's reader thread hands its outcome (or the child's death) to the job's
+    ``on_end``."""
 
     def __init__(
-        self,
-        handler: str | Callable[[Claimed], Any],
-        *,
-        threads: int = 1,
-        initializer: str | None = None,
+        self, handler: str | Callable[[Claimed], Any], *, initializer: str | None = None
     ) -> None:
         """``handler``: an import path ``"package.module:function"`` (resolved in the child
         after ``initializer``, also a path, has run: e.g. ``django.setup``), or a
         function the child can import by reference."""
         self.handler = handler
-        self.threads = threads
         self.initializer = initializer
         self._lock = threading.Lock()
         self._process: _Process | None = None
@@ -118,7 +111,7 @@ class Child:
         handler = self.handler if isinstance(self.handler, str) else _path_of(self.handler)
         fds = [theirs.fileno(), their_stops.fileno()]
         argv = [sys.executable, "-m", _CHILD_MODULE, *map(str, fds), handler,
-                self.initializer or "", str(self.threads), str(os.getpid())]  # fmt: skip
+                self.initializer or "", str(os.getpid())]  # fmt: skip
         # The child imports what this process can: its sys.path (a manage.py's folder is
         # on it only as the script's own) goes along.
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
@@ -186,15 +179,14 @@ class Child:
         pending = process.pending
         while True:
             try:
-                frame = decode(process.conn.recv_bytes())
+                kind, key, outcome = decode(process.conn.recv_bytes())
             except (EOFError, OSError):
                 break
-            for kind, key, outcome in frame:
-                if kind == "done":
-                    with self._lock:
-                        on_end = pending.pop(key, None)
-                    if on_end is not None:
-                        on_end(outcome_from_json(outcome))
+            if kind == "done":
+                with self._lock:
+                    on_end = pending.pop(key, None)
+                if on_end is not None:
+                    on_end(outcome_from_json(outcome))
         process.popen.wait(10)
         with self._lock:
             left = list(pending.values())
@@ -225,13 +217,14 @@ def _path_of(function: Any) -> str:
 Message = tuple[str, Key, Any]  # (kind, key, body)
 
 
-def encode(*messages: Message) -> bytes:
-    """One frame: messages sent together cost one write and one wakeup of the reader."""
-    return json.dumps(messages).encode()
+def encode(message: Message) -> bytes:
+    """One message, one frame."""
+    return json.dumps(message).encode()
 
 
-def decode(data: bytes) -> list[Message]:
-    return [(kind, (key[0], key[1], key[2]), body) for kind, key, body in json.loads(data)]
+def decode(data: bytes) -> Message:
+    kind, key, body = json.loads(data)
+    return kind, (key[0], key[1], key[2]), body
 
 
 _JOB_FIELDS = tuple(f.name for f in dataclasses.fields(Job))

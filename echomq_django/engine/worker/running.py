@@ -86,7 +86,7 @@ class Runner:
         self.hard_grace_s = hard_grace_s
         self.on_abandon = on_abandon
         remote = (child_handler or _importable(handler)) if isolate else None
-        self._solo_child = Child(remote, threads=1, initializer=initializer) if remote else None
+        self._solo_child = Child(remote, initializer=initializer) if remote else None
         self.can_isolate = self._solo_child is not None
         self._runs: dict[Key, _Run] = {}
         self._lock = threading.Lock()
