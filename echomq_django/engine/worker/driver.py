@@ -114,7 +114,7 @@ class Driver:
         finally:
             self._wire.lock.release()
         if then is Next.IDLE:
-            self._wait_on_server()
+            self._guarded(self._wait_on_server)
         elif then is Next.BACK_OFF:
             self._stopping.wait(max(0.0, self._claims.retry_at - time.monotonic()))
         elif then is Next.DONE:
@@ -200,10 +200,11 @@ class Driver:
 
     def _guarded(self, step: Callable[[], Next | None]) -> Next | None:
         """``step()``; a bug in it stops the worker, with the reason (the held jobs are
-        given back or returned by the reaper: nothing is lost)."""
+        given back or returned by the reaper: nothing is lost), instead of ending the
+        executor thread that met it and leaving its slot empty."""
         try:
             return step()
         except Exception as exc:
-            logger.exception("claiming or completing failed; stopping the worker")
-            self._on_fatal(f"claiming or completing failed: {type(exc).__name__}: {exc}")
+            logger.exception("claiming, completing or waiting failed; stopping the worker")
+            self._on_fatal(f"claiming, completing or waiting failed: {type(exc).__name__}: {exc}")
             return None

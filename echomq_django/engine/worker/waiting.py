@@ -82,13 +82,20 @@ class IdleWait:
             # stop() or cut() may have come just before the block
             if not (self._stopping.is_set() or self._cut):
                 blocker.bzpopmin(keys, timeout)
-        except redis.RedisError as exc:
-            if not (self._stopping.is_set() or self._cut):
-                # Down, failed over, or refused (e.g. an ACL without BZPOPMIN): wait
-                # out the timeout instead, so a broken blocking read never spins.
-                logger.debug("blocking wait failed (%s); waiting %.2fs instead", exc, timeout)
-                self.close()
-                self._stopping.wait(timeout)
+        except Exception as exc:
+            if self._stopping.is_set() or self._cut:
+                # Our own stop or cut closed the connection under the call. redis-py
+                # does not expect that from another thread: besides a ConnectionError
+                # it can fail with whatever it met half-closed (a TypeError from a
+                # poll of a socket gone None). The wait is over either way.
+                return
+            if not isinstance(exc, redis.RedisError):
+                raise
+            # Down, failed over, or refused (e.g. an ACL without BZPOPMIN): wait
+            # out the timeout instead, so a broken blocking read never spins.
+            logger.debug("blocking wait failed (%s); waiting %.2fs instead", exc, timeout)
+            self.close()
+            self._stopping.wait(timeout)
         finally:
             self.waiting = False
             self._cut = False
@@ -104,6 +111,9 @@ class IdleWait:
             self.interrupt()
 
     def interrupt(self) -> None:
+        """End the current (or the next) wait now and drop its connections: a stop, or
+        a read the watchdog found hung."""
+        self._cut = True
         if self._waiters is not None:
             self._waiters.interrupt()
         blocker = self._blocker
