@@ -50,6 +50,7 @@ from .connector import Call, Connector
 from .errors import InvalidJobOptions
 from .keyspace import QueueKeys, new_job_id, validate_worker_id
 from .new_job import Enqueued, NewJob
+from .operator_actions import OperatorActions
 from .queue_registry import QueueRegistry
 from .reads import Reads
 from .replies import (
@@ -77,11 +78,11 @@ __all__ = [
 ]  # fmt: skip
 
 
-class Jobs(QueueRegistry, Reads, Sweeps):
+class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
     """The engine API over one connector. Thread-safe; one per process is enough.
 
-    The transitions of one job are here; the registry, the sweeps and the reads are
-    mixed in."""
+    The transitions of one job are here; the registry, the sweeps, the reads and the
+    operator actions are mixed in."""
 
     def __init__(self, connector: Connector, *, max_payload: int = DEFAULT_MAX_PAYLOAD) -> None:
         super().__init__(connector)
@@ -379,24 +380,3 @@ class Jobs(QueueRegistry, Reads, Sweeps):
             [job_id, int(token), crash_budget, one_line(why, "why", 300), int(ran_us)],
         )
         return RetryOutcome(reply[0], int(reply[1]))
-
-    # -- operator actions on one job -----------------------------------------------
-
-    def run_now(self, queue: str, job_id: str) -> None:
-        keys = QueueKeys.of(queue)
-        run_now = script.load("run_now")
-        self.connector.run(run_now, run_now.keys_for(keys, job=job_id), [job_id])
-
-    def cancel(self, queue: str, job_id: str, reason: str = "cancelled by an operator") -> str:
-        """Stop the job: 'dead' at once if it waits; 'cancelling' if it runs (its worker
-        stops it within about a second and sends it to dead; see cancel.lua)."""
-        keys = QueueKeys.of(queue)
-        one_line(reason, "reason", 200)
-        cancel = script.load("cancel")
-        return str(self.connector.run(cancel, cancel.keys_for(keys, job=job_id), [job_id, reason]))
-
-    def delete(self, queue: str, job_id: str) -> str:
-        """Remove the job and its row, whatever its state. Returns the state it was in."""
-        keys = QueueKeys.of(queue)
-        delete = script.load("delete")
-        return str(self.connector.run(delete, delete.keys_for(keys, job=job_id), [job_id]))
