@@ -2,8 +2,8 @@
 
 Started as ``python -m echomq_django.engine.worker.child RUNS STOPS HANDLER INIT
 PPID`` (a fresh interpreter, never a fork; RUNS and STOPS are the descriptors of
-its two pipes). It is a module of its own, apart from the parent's
-side, so that ``-m`` runs it without the package having imported it first.
+its two pipes). It is a module of its own, apart from the parent's side, so that
+``-m`` runs it without the package having imported it first.
 """
 
 from __future__ import annotations

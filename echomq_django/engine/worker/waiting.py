@@ -111,14 +111,11 @@ class IdleWait:
             self.interrupt()
 
     def interrupt(self) -> None:
-        """End the current (or the next) wait now and drop its connections: a stop, or
-        a read the watchdog found hung."""
-        self._cut = True
+        """``cut``, and on a cluster cut its per-queue blocking reads too: a stop, or a
+        read the watchdog found hung."""
         if self._waiters is not None:
             self._waiters.interrupt()
-        blocker = self._blocker
-        if blocker is not None:
-            blocker.connection_pool.disconnect()
+        self.cut()
 
     def cut(self) -> None:
         """End the current (or the next) wait now: the worker got room for queues it was
