@@ -66,13 +66,8 @@ from .engine.limits import RateLimit
 from .enqueue_plan import EnqueuePlan
 from .flow import TaskFlow, queue_rate_limits
 from .options import DEFAULT_MAX_ATTEMPTS, JOB_OPTIONS, EchoMQTask, JobOptions
-from .payload import (
-    Payload,
-    encode_arguments,
-    from_server_us,
-    rebuild_task,
-    task_result,
-)
+from .payload import Payload, encode_arguments
+from .results import from_server_us, rebuild_task, task_result
 
 __all__ = ["EchoMQBackend", "EchoMQTask"]
 

@@ -1,18 +1,27 @@
-"""Which modules a task path read from a row may make a worker import.
+"""A task path read from a row, to the Task object it names.
 
-Django lets a task live in any module of an app (``myapp.jobs``,
-``myapp.tasks.emails``), so a worker that meets a task path it has not loaded
-imports its module, but only one inside an installed app's package. A path
-outside every installed app (``os.system``, ``antigravity.fly``) is never
-imported. Whatever gets imported, :func:`echomq_django.payload.resolve_task`
-still runs only a ``Task`` object whose own module path is the row's.
+A row is data anyone with write access to the server can plant, so a path is
+resolved only to a ``Task`` object: one already loaded, one in a module inside
+an installed app (imported then), or one in each app's ``tasks`` module or the
+backend's ``TASK_MODULES``. Django lets a task live in any module of an app
+(``myapp.jobs``, ``myapp.tasks.emails``); a path outside every installed app
+(``os.system``, ``antigravity.fly``) is never imported. Whatever gets imported,
+nothing named by a row runs unless it is a Task whose own module path is the row's.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
+from collections.abc import Iterable
 from importlib import import_module
+from typing import Any
 
 from django.apps import apps
+from django.utils.module_loading import autodiscover_modules
+
+from .compat import AnyTask, Task
+from .exceptions import UnknownTask
 
 
 def app_module(path: str) -> str | None:
@@ -44,3 +53,72 @@ def import_app_module(module: str) -> bool:
             raise
         return False
     return True
+
+
+_discovery_lock = threading.RLock()  # a tasks module may read a result while imported
+_discovered: set[str] = set()
+
+
+def loaded_task(path: str) -> AnyTask | None:
+    """The Task object at ``path`` if its module is loaded already, else None.
+
+    Only ``sys.modules`` and the namespaces' own ``__dict__`` are read: no import,
+    no module ``__getattr__`` hook (which could import lazily). The object must be
+    a Task whose own module path is ``path`` (an alias of another task does not count).
+    """
+    parts = path.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return None
+    for cut in range(len(parts) - 1, 0, -1):
+        obj: Any = sys.modules.get(".".join(parts[:cut]))
+        if obj is None:
+            continue
+        for name in parts[cut:]:
+            obj = getattr(obj, "__dict__", {}).get(name)
+        if isinstance(obj, Task) and obj.module_path == path:
+            return obj
+        return None
+    return None
+
+
+def discover_tasks(modules: Iterable[str] = ()) -> None:
+    """Import every installed app's ``tasks`` module and ``modules``, once per process."""
+    wanted = {"<apps>", *modules}
+    with _discovery_lock:
+        if wanted <= _discovered:
+            return
+        if "<apps>" not in _discovered:
+            autodiscover_modules("tasks")
+            _discovered.add("<apps>")
+        for name in sorted(wanted - _discovered):
+            import_module(name)
+            _discovered.add(name)
+
+
+def resolve_task(path: str, modules: Iterable[str] = ()) -> AnyTask:
+    """The Task object named ``path``; ``UnknownTask`` for anything else.
+
+    Not loaded yet: its module is imported if it lies inside an installed app
+    (see :mod:`echomq_django.discovery`); else the apps' ``tasks`` modules and
+    ``modules`` (settings) are, once.
+    """
+    task = loaded_task(path)
+    if task is None:
+        module = app_module(path)
+        try:
+            with _discovery_lock:
+                if module is None or not import_app_module(module):
+                    discover_tasks(modules)
+        except Exception as exc:
+            raise UnknownTask(
+                f"task {path!r} is unknown here, and loading the tasks modules failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        task = loaded_task(path)
+    if task is None:
+        raise UnknownTask(
+            f"{path!r} is not a Task object loaded in this process: only functions "
+            "decorated with @task in a module of an installed app (or in a module "
+            "listed in the backend's TASK_MODULES) are ever run"
+        )
+    return task

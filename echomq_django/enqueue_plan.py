@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
+
 from . import tracing
 from .compat import AnyTask
 from .engine.jobs import DEFAULT_RESULT_TTL_MS, NewJob
 from .engine.limits import RateLimit
+from .engine.times import to_ms
 from .flow import TaskFlow
 from .options import JobOptions
-from .payload import PayloadTemplate, due_ms
+from .payload import PayloadTemplate
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,3 +88,12 @@ class EnqueuePlan:
             limits=limits,
             **self.job_fields,
         )
+
+
+def due_ms(run_after: datetime | None) -> int:
+    """Absolute Unix ms of ``run_after`` (0: now). Naive values are in the current time zone."""
+    if run_after is None:
+        return 0
+    if timezone.is_naive(run_after):
+        run_after = timezone.make_aware(run_after)
+    return max(0, to_ms(run_after))

@@ -71,7 +71,8 @@ from .engine.errors import CorruptRow, EchoMQError
 from .engine.jobs import Claimed, Job
 from .engine.worker import Failure, Outcome, Success, failure_from_exception
 from .exceptions import PayloadError
-from .payload import Payload, rebuild_task, task_result
+from .payload import Payload
+from .results import rebuild_task, task_result
 from .retries import NO_RETRY, Decision, decide
 
 logger = logging.getLogger("echomq.execution")

@@ -215,7 +215,7 @@ def enabled() -> bool:
 
 def loaded_tasks(modules: Iterable[str]) -> list[AnyTask]:
     """The Task objects of every app's ``tasks`` module and of ``modules`` (imported once)."""
-    from .payload import discover_tasks
+    from .discovery import discover_tasks
 
     modules = tuple(modules)
     # A task module that cannot import here (e.g. a queue these settings lack) enqueues

@@ -27,7 +27,7 @@ Or next to the task, with the same keys but ``task``::
 A name declared twice (in SCHEDULES and by ``@periodic``, or by two tasks) is a
 check error. Each fired job is what ``task.enqueue(*args, **kwargs)`` would store, with the
 task's own options (max_attempts, lease, retention). The task is resolved the
-way the worker resolves a row's task (``payload.resolve_task``): only a Task
+way the worker resolves a row's task (``discovery.resolve_task``): only a Task
 object of an installed app's ``tasks`` module, or of a backend's TASK_MODULES.
 Problems are system check errors (``schedule_checks``), so ``runreaper`` does
 not start with a bad schedule.
@@ -44,11 +44,12 @@ from django.core.exceptions import ImproperlyConfigured
 from . import conf
 from .backends import EchoMQBackend
 from .compat import AnyTask, InvalidTask, Task, task_backends
+from .discovery import discover_tasks, resolve_task
 from .engine.errors import InvalidSchedule
 from .engine.schedules import DEFAULT_GRACE_MS, Schedule
 from .exceptions import MalformedSchedules, PayloadError, UnknownScheduleTask
 from .options import duration_ms
-from .payload import discover_tasks, encode_arguments, resolve_task
+from .payload import encode_arguments
 
 KNOWN_KEYS = frozenset(
     {"task", "cron", "every", "timezone", "args", "kwargs", "queue", "priority"}

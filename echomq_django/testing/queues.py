@@ -26,8 +26,9 @@ from ..engine.jobs import Claimed, Jobs
 from ..engine.outcome import Failure, Success, error_object
 from ..engine.retry_policy import RetryPolicy
 from ..engine.scheduler import Scheduler
-from ..payload import Payload, from_server_us, parse_run_after
+from ..payload import Payload
 from ..relay import relay_for
+from ..results import from_server_us, parse_run_after
 
 WAITING = ("pending", "scheduled")
 DRAIN_LIMIT = 10_000  # jobs one drain() runs at most unless told: a task that re-enqueues itself

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from echomq_django import payload
+from echomq_django import results
 from echomq_django.engine.jobs import NewJob
 from echomq_django.engine.worker import Worker
 from echomq_django.execution import execute
@@ -41,7 +41,7 @@ def forget(monkeypatch):
     The originals are put back afterwards, and the rebuilt-Task cache is emptied
     both ways: later tests compare their Task objects with the rows' tasks.
     """
-    payload._rebuild.cache_clear()
+    results._rebuild.cache_clear()
 
     def unload(*modules: str) -> None:
         for name in modules:
@@ -51,7 +51,7 @@ def forget(monkeypatch):
                 monkeypatch.delattr(sys.modules[parent], child, raising=False)
 
     yield unload
-    payload._rebuild.cache_clear()
+    results._rebuild.cache_clear()
 
 
 def run(jobs) -> None:

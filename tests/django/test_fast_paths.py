@@ -15,13 +15,8 @@ from echomq_django.compat import InvalidTask
 from echomq_django.engine.jobs import Job
 from echomq_django.engine.times import EPOCH
 from echomq_django.exceptions import PayloadError
-from echomq_django.payload import (
-    Payload,
-    check_fields,
-    encode_arguments,
-    encode_each,
-    task_result,
-)
+from echomq_django.payload import Payload, check_fields, encode_arguments, encode_each
+from echomq_django.results import task_result
 from tests.django import tasks
 
 json_values = st.recursive(

@@ -28,7 +28,7 @@ UNSAFE_ATTRIBUTES = {"eval", "exec", "__import__"}  # builtins.eval(...) and the
 DYNAMIC_IMPORTS = {"import_module", "import_string"}
 # (module, function) -> where its argument comes from
 ALLOWED_DYNAMIC = {
-    ("payload.py", "discover_tasks"): "TASKS[alias]['OPTIONS']['TASK_MODULES'] (settings)",
+    ("discovery.py", "discover_tasks"): "TASKS[alias]['OPTIONS']['TASK_MODULES'] (settings)",
     ("discovery.py", "import_app_module"): "a module inside an installed app (app_module)",
     ("engine/worker/child.py", "resolve"): "the worker's own handler path (Worker(child_handler=))",
 }
