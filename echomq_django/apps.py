@@ -8,4 +8,4 @@ class EchoMQConfig(AppConfig):
     default_auto_field = "django.db.models.AutoField"
 
     def ready(self) -> None:
-        from . import checks, outbox_checks, schedule_checks  # noqa: F401  (register the system checks)
+        from . import checks, outbox_checks, schedule_checks, server_checks  # noqa: F401  (register the system checks)

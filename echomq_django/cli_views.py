@@ -17,7 +17,7 @@ from .engine.keyspace import STATES
 from .engine.limits import GateState
 from .engine.times import from_ms, from_us
 from .management import printable
-from .metrics import COUNTERS, event_totals
+from .queue_totals import COUNTERS, event_totals
 
 
 def stats_view(stats: Sequence[QueueStats], every: float | None = None) -> Group:

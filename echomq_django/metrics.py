@@ -53,69 +53,14 @@ from django.views.decorators.http import require_safe
 from . import conf, outbox
 from .engine.errors import EchoMQError
 from .engine.jobs import Jobs, QueueStats
-from .engine.keyspace import STATES, validate_queue_name
+from .engine.keyspace import STATES
 from .engine.limits import GateState
 from .engine.registry import WorkerInfo, list_workers
 from .engine.scheduler import Scheduler, StoredSchedule
+from .queue_totals import COUNTERS, counter_total, known_queues, queue_stats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 VIEW_PERMISSION = "echomq.view_queue"  # what the admin's pages need too (see models.Queue)
-
-# (metric suffix, HELP text, fields of the queue's metrics hash that add up to it; a
-# field written "-name" is taken away: an operator's cancel moves a job to dead, and
-# counts as 'dead' there, but no attempt of it failed)
-COUNTERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("enqueued", "Jobs enqueued.", ("enqueued",)),
-    ("completed", "Jobs completed.", ("completed",)),
-    (
-        "failed",
-        "Failed attempts: retried, or moved to dead (operator cancels not included).",
-        ("retried", "dead", "-cancelled"),
-    ),
-    ("retried", "Failed attempts that were retried.", ("retried",)),
-    ("reaped", "Expired leases taken back by a reaper.", ("reaped", "reaped_dead")),
-    ("dead", "Jobs moved to dead (cancelled ones too).", ("dead",)),
-    ("cancelled", "Jobs an operator cancelled (moved to dead).", ("cancelled",)),
-)
-
-
-def counter_total(metrics: dict[str, int], fields: Sequence[str]) -> int:
-    """One COUNTERS entry's value from a queue's metrics hash."""
-    return sum(-metrics.get(f[1:], 0) if f.startswith("-") else metrics.get(f, 0) for f in fields)
-
-
-def event_totals(stats: QueueStats) -> dict[str, int]:
-    """Every COUNTERS entry of one queue, by suffix (the ``stats`` table's second part)."""
-    return {suffix: counter_total(stats.metrics, fields) for suffix, _, fields in COUNTERS}
-
-
-# ---------------------------------------------------------------------------------------
-# Reads shared with the ``echomq`` command
-# ---------------------------------------------------------------------------------------
-
-
-def known_queues(jobs: Jobs) -> list[str]:
-    """The queues in the registry (every queue ever enqueued to) and in ECHOMQ QUEUES.
-
-    Invalid names in the settings are skipped here: the system checks report them.
-    """
-    names = set(jobs.queues())
-    for name in conf.get_settings().queues:
-        try:
-            names.add(validate_queue_name(name))
-        except ValueError:
-            continue
-    return sorted(names)
-
-
-def queue_stats(jobs: Jobs, queues: Iterable[str]) -> list[QueueStats]:
-    """One consistent snapshot per queue (one read-only script call each)."""
-    return [jobs.stats(queue) for queue in queues]
-
-
-# ---------------------------------------------------------------------------------------
-# The exposition format
-# ---------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -251,11 +196,6 @@ def outbox_families() -> list[Family]:
             [({}, round(backlog.oldest_age_s or 0.0, 3))],
         ),
     ]
-
-
-# ---------------------------------------------------------------------------------------
-# The view
-# ---------------------------------------------------------------------------------------
 
 
 def _allowed(request: HttpRequest) -> bool:

@@ -27,7 +27,7 @@ from .engine.keyspace import validate_schedule_name
 from .engine.scheduler import Scheduler, StoredSchedule
 from .engine.times import from_ms
 from .management import queue_arg
-from .metrics import known_queues
+from .queue_totals import known_queues
 
 ACTIONS = ("list", "run-now", "pause", "resume", "remove")
 

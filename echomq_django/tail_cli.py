@@ -29,7 +29,7 @@ from .engine.events import JobEvent
 from .engine.nodes import server_time_us
 from .engine.times import from_ms
 from .management import printable, queue_arg, seconds_arg
-from .metrics import known_queues
+from .queue_totals import known_queues
 
 BLOCK_MS = 500  # a stop signal is seen within this long
 REFRESH_QUEUES_S = 5.0  # the queue registry is read again this often (without --queue)

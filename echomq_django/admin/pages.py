@@ -40,7 +40,7 @@ from ..engine.keyspace import STATES, validate_job_id
 from ..engine.registry import list_workers
 from ..engine.stored import StoredRow, find_queue, read_stored
 from ..engine.times import MS, US, from_server
-from ..metrics import known_queues  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
+from ..queue_totals import known_queues  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
 from .actions import JOB_ACTIONS, QUEUE_ACTIONS, Action
 from .chart import Series, merge, sparkline, throughput_chart
 from .presenters import (

@@ -23,7 +23,7 @@ from ..engine.jobs import Jobs
 from ..engine.scheduler import Scheduler, StoredSchedule
 from ..engine.schedules import Schedule
 from ..engine.times import from_ms
-from ..metrics import known_queues
+from ..queue_totals import known_queues
 from .actions import SCHEDULE_ACTIONS, Action
 from .pages import EchoMQAdmin, server_errors
 

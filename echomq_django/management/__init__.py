@@ -19,13 +19,13 @@ from django.core.management.base import CommandError
 
 from echomq_django import conf, logs
 from echomq_django.backends import EchoMQBackend
-from echomq_django.checks import server_warnings
 from echomq_django.compat import task_backends
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.errors import AccessDenied, ServerUnavailable
 from echomq_django.engine.jobs import Jobs
 from echomq_django.engine.keyspace import validate_queue_name
 from echomq_django.logs import printable
+from echomq_django.server_checks import server_warnings
 
 __all__ = ["LOG_FORMAT", "printable"]  # printable: the commands' (and the tests') name for it
 

@@ -11,15 +11,10 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from echomq_django import conf
-from echomq_django.checks import (
-    check_server,
-    check_server_deploy,
-    check_settings,
-    server_findings,
-    server_warnings,
-)
+from echomq_django.checks import check_server, check_settings
 from echomq_django.devserver import free_port
 from echomq_django.engine.connector import Connector
+from echomq_django.server_checks import check_server_deploy, server_findings, server_warnings
 from tests.django.tasks import echo
 
 BACKEND = "echomq_django.backends.EchoMQBackend"

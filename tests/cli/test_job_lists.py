@@ -99,7 +99,8 @@ def test_a_cancel_counts_as_cancelled_not_as_failed(jobs):
         "dead": 2,
         "cancelled": 1,
     }
-    from echomq_django.metrics import queue_families, queue_stats
+    from echomq_django.metrics import queue_families
+    from echomq_django.queue_totals import queue_stats
 
     families = queue_families(queue_stats(jobs, ["default"]))
     (failed,) = [f for f in families if f.name == "echomq_failed_total"]

@@ -17,12 +17,12 @@ import pytest
 import redis
 
 from echomq_django import conf
-from echomq_django.checks import durability_findings
 from echomq_django.devserver import EmbeddedServer, server_product
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.durable import Durability, DurableJobs
 from echomq_django.engine.errors import NotDurable
 from echomq_django.engine.jobs import NewJob
+from echomq_django.server_checks import durability_findings
 from tests.django.tasks import echo
 from tests.support.cluster import SPREAD
 from tests.support.waiting import wait_until

@@ -54,7 +54,7 @@ from echomq_django.engine.jobs import SWEEP_LIMIT, QueueStats, Sweep
 from echomq_django.engine.keyspace import validate_job_id
 from echomq_django.engine.nodes import cached_scripts, primaries
 from echomq_django.management import count_arg, printable, queue_arg, seconds_arg
-from echomq_django.metrics import event_totals, known_queues, queue_stats
+from echomq_django.queue_totals import event_totals, known_queues, queue_stats
 
 PURGEABLE = ("completed", "dead")
 
