@@ -23,7 +23,6 @@ slot, so it can never be part of a transition).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -121,8 +120,8 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         args: list[Any] = [len(jobs)]
         for job in jobs:
             idem_index = 0
-            if job.idempotency_key is not None:
-                digest = hashlib.sha256(job.idempotency_key.encode()).hexdigest()
+            digest = job.idempotency_digest
+            if digest is not None:
                 idem.append(digest)
                 idem_index = 5 + len(jobs) + len(idem)
             args += (

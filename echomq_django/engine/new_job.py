@@ -3,6 +3,7 @@ and what enqueue answers (``Enqueued``)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,11 +96,28 @@ class NewJob:
                 check_int(value, low, high, name)
 
     @property
+    def idempotency_digest(self) -> str | None:
+        """Where the key is held: a digest of the task and the key together.
+
+        Scoped to the task: ``a.using(idempotency_key="k")`` and ``b.using(...="k")``
+        are two jobs, so ``b.enqueue()`` never hands back ``a``'s job. (A task path
+        holds no NUL, so no two (task, key) pairs share the text hashed.)
+        """
+        if self.idempotency_key is None:
+            return None
+        return idempotency_digest(self.task, self.idempotency_key)
+
+    @property
     def variant(self) -> str:
         """The key's variant as enqueue.lua reads it."""
         if self.throttle_ms:
             return f"t{self.throttle_ms}"
         return f"d{self.debounce_ms}" if self.debounce_ms else ""
+
+
+def idempotency_digest(task: str, key: str) -> str:
+    """The SHA-256 hex digest under which ``task``'s idempotency key ``key`` is held."""
+    return hashlib.sha256(f"{task}\0{key}".encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -232,6 +232,17 @@ def test_idempotency_key_stores_the_job_once_while_it_is_pending(echomq, jobs):
     assert other.id != first.id
 
 
+def test_an_idempotency_key_is_held_per_task(echomq, jobs):
+    """Another task's job with the same key is not this task's result (Django: ``enqueue``
+    returns a result of the task it was called on)."""
+    first = tasks.add.using(idempotency_key="order-42").enqueue(1, 2)
+    other = tasks.echo.using(idempotency_key="order-42").enqueue(3)
+    assert other.id != first.id and other.task.func is tasks.echo.func
+    assert tasks.echo.get_result(other.id).args == [3]
+    assert tasks.echo.using(idempotency_key="order-42").enqueue(4).id == other.id
+    assert jobs.stats("default").counts["pending"] == 2
+
+
 def test_task_enqueued_fires_after_the_row_exists(echomq, jobs):
     seen = []
 

@@ -10,13 +10,12 @@ batch blocks the server for long.
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 
 from echomq_django.engine.errors import ScriptError
 from echomq_django.engine.jobs import BATCH_BYTES, NewJob
 from echomq_django.engine.keyspace import QueueKeys
+from echomq_django.engine.new_job import idempotency_digest
 
 from .conftest import QUEUE, WORKER, assert_one_place, enqueue_n, members, new, row
 
@@ -27,7 +26,7 @@ def _evalsha_calls(client) -> int:
 
 def test_a_planted_idempotency_key_refuses_only_its_job(jobs):
     keys = QueueKeys.of(QUEUE)
-    digest = hashlib.sha256(b"planted").hexdigest()
+    digest = idempotency_digest("tests.task", "planted")
     jobs.connector.client.hset(keys.idempotency(digest), "not", "a string")
     batch = [new(idempotency_key="planted" if i == 2 else None) for i in range(5)]
     with pytest.raises(ScriptError, match="WRONGTYPE"):

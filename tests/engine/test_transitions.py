@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -18,8 +17,9 @@ from echomq_django.engine.errors import (
     StaleToken,
     WrongState,
 )
-from echomq_django.engine.jobs import DEFAULT_LEASE_MS
+from echomq_django.engine.jobs import DEFAULT_LEASE_MS, NewJob
 from echomq_django.engine.keyspace import QueueKeys, new_job_id, validate_job_id
+from echomq_django.engine.new_job import idempotency_digest
 
 from .conftest import (
     QUEUE,
@@ -132,7 +132,11 @@ def test_idempotency_key_is_held_while_live_and_released_when_finished(jobs):
     first = jobs.enqueue(QUEUE, new(idempotency_key="order-7"))
     again = jobs.enqueue(QUEUE, new(idempotency_key="order-7"))
     assert (again.id, again.state, again.created) == (first.id, "pending", False)
-    digest = hashlib.sha256(b"order-7").hexdigest()
+    other_task = jobs.enqueue(
+        QUEUE, NewJob(payload="{}", task="tests.other", idempotency_key="order-7")
+    )
+    assert other_task.created  # a key is held per task: another task's job is its own
+    digest = idempotency_digest("tests.task", "order-7")
     assert jobs.get(QUEUE, first.id).idempotency_key == digest  # a digest, not a key name
     c = claim_one(jobs)
     assert jobs.enqueue(QUEUE, new(idempotency_key="order-7")).id == first.id  # active
@@ -144,7 +148,7 @@ def test_idempotency_key_is_held_while_live_and_released_when_finished(jobs):
     assert jobs.enqueue(QUEUE, new(idempotency_key="k2")).id == scheduled.id
     jobs.cancel(QUEUE, scheduled.id)  # -> dead: the key is free again
     assert jobs.enqueue(QUEUE, new(idempotency_key="k2")).created
-    assert len(assert_one_place(jobs)) == 4  # no duplicate was written
+    assert len(assert_one_place(jobs)) == 5  # no duplicate was written (one is tests.other's)
 
 
 def test_a_revived_dead_job_holds_its_idempotency_key_again_unless_taken(jobs):
