@@ -91,9 +91,13 @@ class EnqueuePlan:
 
 
 def due_ms(run_after: datetime | None) -> int:
-    """Absolute Unix ms of ``run_after`` (0: now). Naive values are in the current time zone."""
+    """Absolute Unix ms of ``run_after`` (0: now).
+
+    A naive value (USE_TZ=False) is in TIME_ZONE, as Django's naive ``timezone.now()``
+    is, whatever zone is activated.
+    """
     if run_after is None:
         return 0
     if timezone.is_naive(run_after):
-        run_after = timezone.make_aware(run_after)
+        run_after = timezone.make_aware(run_after, timezone.get_default_timezone())
     return max(0, to_ms(run_after))

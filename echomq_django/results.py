@@ -32,7 +32,8 @@ STATUS_OF_STATE = {
 
 
 def from_server_us(us: int | None, use_tz: bool | None = None) -> datetime | None:
-    """A row timestamp (server µs) as Django shows times: aware UTC, or naive when USE_TZ=False.
+    """A row timestamp (server µs) as Django shows times: aware UTC, or naive in TIME_ZONE
+    when USE_TZ=False (as Django's ``timezone.now()``, whatever zone is activated).
 
     ``use_tz``: settings.USE_TZ when the caller has it at hand (reading a setting
     costs more than the conversion itself).
@@ -42,7 +43,7 @@ def from_server_us(us: int | None, use_tz: bool | None = None) -> datetime | Non
         return None
     if use_tz is None:
         use_tz = settings.USE_TZ
-    return moment if use_tz else timezone.make_naive(moment)
+    return moment if use_tz else timezone.make_naive(moment, timezone.get_default_timezone())
 
 
 def parse_run_after(text: str) -> datetime | None:

@@ -94,6 +94,27 @@ def test_get_result_rebuilds_the_task_exactly(echomq):
     assert tasks.flaky.get_result(context_result.id).task.takes_context is True
 
 
+def test_without_use_tz_naive_times_are_in_time_zone_whatever_zone_is_active(
+    echomq, jobs, settings
+):
+    """Django's naive ``timezone.now()`` is local time in TIME_ZONE, whatever zone a
+    request activated: a naive run_after is read in it, and times come back in it."""
+    from django.utils import timezone
+
+    settings.USE_TZ, settings.TIME_ZONE = False, "Asia/Tokyo"
+    with timezone.override("UTC"):
+        now = timezone.now()
+        due = tasks.add.using(run_after=now - timedelta(seconds=1)).enqueue(1, 1)
+        later = tasks.add.using(run_after=now + timedelta(hours=1)).enqueue(1, 1)
+    assert abs((due.enqueued_at - now).total_seconds()) < 60
+    assert jobs.get("default", due.id).state == "pending"  # due a second ago, not in 9 h
+    assert jobs.get("default", later.id).state == "scheduled"
+    tokyo = now.replace(tzinfo=ZoneInfo("Asia/Tokyo"))
+    assert jobs.get("default", later.id).due_ms == int(
+        (tokyo + timedelta(hours=1)).timestamp() * 1000
+    )
+
+
 def test_deferred_task_is_scheduled_at_its_run_after(echomq, jobs):
     run_after = datetime(2099, 1, 1, tzinfo=UTC)
     result = tasks.add.using(run_after=run_after).enqueue(1, 1)
