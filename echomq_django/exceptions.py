@@ -18,8 +18,13 @@ from .compat import InvalidTask
 from .engine.errors import EchoMQError, InvalidSchedule
 
 
-class InvalidTaskArguments(EchoMQError, InvalidTask, TypeError):
-    """An argument (or return value) that cannot be stored as JSON; nothing was written."""
+class InvalidTaskArguments(EchoMQError, InvalidTask, TypeError, ValueError):
+    """An argument (or return value) that cannot be stored as JSON; nothing was written.
+
+    Both a ``TypeError`` and a ``ValueError``, as Django's ``normalize_json`` raises one
+    or the other (a type with no JSON form; a value such as bytes that are not UTF-8):
+    code written against Django's own backends catches it either way.
+    """
 
 
 class PayloadError(EchoMQError, ValueError):

@@ -102,8 +102,13 @@ def in_place() -> Iterator[list[BaseException]]:
 
 
 # These two stay here, not in exceptions.py: a row's error list names them by this dotted path.
-class NonJSONReturnValue(EchoMQError, TypeError):
-    """The task returned a value that cannot be stored as JSON: the task fails."""
+class NonJSONReturnValue(EchoMQError, TypeError, ValueError):
+    """The task returned a value that cannot be stored as JSON: the task fails.
+
+    Both bases of what Django's ``normalize_json`` raises for it (TypeError for a type
+    with no JSON form, ValueError for bytes that are not UTF-8), so a result's
+    ``errors[0].exception_class`` is a subclass of the one Django's backends record.
+    """
 
 
 class ReturnValueTooLarge(EchoMQError, ValueError):

@@ -68,6 +68,15 @@ def error_json(class_path: str, text: str) -> ErrorRecord:
     return ErrorRecord(class_path, text)
 
 
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, or what ``traceback`` prints when a task's exception class cannot
+    say it: an exception whose ``__str__`` raises still fails its job normally."""
+    try:
+        return str(exc)
+    except Exception:
+        return "<exception str() failed>"
+
+
 def summary_line(text: str) -> str:
     lines = text.splitlines()
     return storable(lines[0] if lines else "", SUMMARY_MAX)[:SUMMARY_MAX]

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .error_record import ERROR_TEXT_MAX, ErrorRecord, error_json, summary_line
+from .error_record import ERROR_TEXT_MAX, ErrorRecord, error_json, exception_text, summary_line
 from .jobs import Claimed
 
 # error_json, summary_line and ERROR_TEXT_MAX are the record's (error_record.py), named
@@ -37,8 +37,8 @@ Handler = Callable[[Claimed], Outcome]
 def failure_from_exception(exc: BaseException, record: ErrorRecord | None = None) -> Failure:
     """A retryable Failure carrying the exception's class path and its traceback
     (``record``: the exception's record, when the caller built it already)."""
-    cls = type(exc)
-    summary = summary_line(f"{cls.__name__}: {exc}" if str(exc) else cls.__name__)
+    cls, text = type(exc), exception_text(exc)
+    summary = summary_line(f"{cls.__name__}: {text}" if text else cls.__name__)
     return Failure(record or ErrorRecord.of(exc), summary)
 
 

@@ -55,6 +55,16 @@ def returns_a_set():
     return {1, 2}
 
 
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("this exception cannot say what it is")
+
+
+@task
+def raises_unprintable():
+    raise Unprintable
+
+
 @task(max_attempts=4, backoff=0.25, lease=0.7, result_ttl=60, timeout=timedelta(seconds=1.5))
 def tuned(fails=False):
     if fails:

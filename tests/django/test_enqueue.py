@@ -124,6 +124,19 @@ def test_deferred_task_is_scheduled_at_its_run_after(echomq, jobs):
     assert tasks.add.get_result(result.id).status == TaskResultStatus.READY
 
 
+def test_an_argument_with_no_json_form_is_refused_as_django_refuses_it(echomq):
+    """Django's normalize_json raises TypeError for a type with no JSON form and
+    ValueError for bytes that are not UTF-8: code written for Django's own backends
+    catches EchoMQ's refusal with either."""
+    from echomq_django.execution import NonJSONReturnValue
+
+    with pytest.raises(ValueError, match="positional argument 0"):
+        tasks.echo.enqueue(b"\xff")
+    with pytest.raises(TypeError, match="positional argument 0"):
+        tasks.echo.enqueue({1, 2})
+    assert issubclass(NonJSONReturnValue, TypeError) and issubclass(NonJSONReturnValue, ValueError)
+
+
 @pytest.mark.parametrize(
     ("make", "error", "message"),
     [

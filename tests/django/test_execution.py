@@ -174,8 +174,9 @@ def test_failed_task_finished_is_sent_inside_the_except_block(jobs, work):
         (tasks.exits, "builtins.SystemExit"),
         (tasks.interrupted, "builtins.KeyboardInterrupt"),
         (tasks.returns_a_set, "echomq_django.execution.NonJSONReturnValue"),
+        (tasks.raises_unprintable, "tests.django.tasks.Unprintable"),
     ],
-    ids=["sys.exit", "KeyboardInterrupt", "non-JSON-return"],
+    ids=["sys.exit", "KeyboardInterrupt", "non-JSON-return", "str()-raises"],
 )
 def test_bad_endings_fail_the_task_and_the_worker_carries_on(jobs, work, task, class_path):
     bad = task.enqueue()
