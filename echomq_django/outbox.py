@@ -36,6 +36,7 @@ from django.utils import timezone
 from . import conf
 from .compat import AnyTask, AnyTaskResult, Task, task_backends, task_enqueued
 from .engine.jobs import Job, NewJob
+from .engine.json_text import read_json
 
 if TYPE_CHECKING:
     from .models import OutboxJob
@@ -84,7 +85,7 @@ def to_row(queue: str, backend: str, job: NewJob) -> OutboxJob:
 
 def to_new_job(row: OutboxJob) -> NewJob:
     """The job as it was prepared; ``ValueError``/``TypeError`` for a row that cannot be one."""
-    options = json.loads(row.options)
+    options = read_json(row.options)
     if not isinstance(options, dict):
         raise ValueError("the row's options are not a JSON object")
     return NewJob(id=row.id, payload=row.payload, **options)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .compat import normalize_json
+from .engine.json_text import read_json
 from .exceptions import InvalidTaskArguments, PayloadError
 
 VERSION = 1
@@ -51,11 +52,9 @@ class Payload:
     def loads(cls, text: str) -> Payload:
         """Parse and type-check a stored payload; ``PayloadError`` says what is wrong."""
         try:
-            data = json.loads(text)
+            data = read_json(text)
         except ValueError as exc:
-            raise PayloadError(f"the payload is not JSON: {exc}") from None
-        except RecursionError:
-            raise PayloadError("the payload is nested too deeply to be read") from None
+            raise PayloadError(f"the payload cannot be read: {exc}") from None
         if not isinstance(data, dict) or data.get("v") != VERSION:
             raise PayloadError(f"the payload is not a version {VERSION} EchoMQ task payload")
         check_fields(data)

@@ -204,7 +204,9 @@ class Relay:
     def run(self) -> None:
         """Relay until ``stop()``: full batches back to back, then a poll every ``interval_s``.
 
-        A lost server or database is ridden out with a growing back-off.
+        A lost server or database is ridden out with a growing back-off; so is an
+        unexpected error (logged with its traceback), so that one bad batch never ends
+        the relay thread while its process goes on looking healthy.
         """
         logger.info(
             "outbox relay on database %r: batches of %d, polling every %gs",
@@ -221,6 +223,10 @@ class Relay:
             except TRANSIENT as exc:
                 if isinstance(exc, DatabaseError):
                     connections[self.using].close()  # a fresh connection on the next try
+                self._stopping.wait(outage.down(exc))
+                continue
+            except Exception as exc:  # a bug: said loudly, and the relay goes on (backing off)
+                logger.exception("outbox relay: a batch failed")
                 self._stopping.wait(outage.down(exc))
                 continue
             outage.up()

@@ -4,7 +4,6 @@ its TaskResult, field by field.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
@@ -18,6 +17,7 @@ from django.utils import timezone
 from .compat import AnyTask, AnyTaskResult, InvalidTask, TaskError, TaskResult, TaskResultStatus
 from .discovery import resolve_task
 from .engine.jobs import Job
+from .engine.json_text import read_json
 from .engine.times import from_us
 from .exceptions import PayloadError
 from .payload import Payload
@@ -118,9 +118,9 @@ def task_result(job: Job, payload: Payload, task: AnyTask) -> AnyTaskResult:
     )
     if job.state == "completed":
         try:
-            value = json.loads(job.result or "null")
-        except ValueError:
-            raise PayloadError(f"the result of job {job.id} is not JSON") from None
+            value = read_json(job.result or "null")
+        except ValueError as exc:
+            raise PayloadError(f"the result of job {job.id} cannot be read: {exc}") from None
         object.__setattr__(result, "_return_value", value)
     return result
 

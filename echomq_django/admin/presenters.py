@@ -15,6 +15,7 @@ from typing import Any
 
 from ..engine.errors import InvalidJobId
 from ..engine.jobs import Job
+from ..engine.json_text import read_json
 from ..engine.keyspace import validate_job_id
 from ..engine.registry import WorkerInfo
 from ..engine.rows import counted_attempts_of
@@ -59,8 +60,8 @@ def pretty_json(raw: str | None) -> tuple[str, bool]:
     if raw is None:
         return "", False
     try:
-        return pretty(json.loads(raw)), True
-    except (ValueError, RecursionError):  # not JSON, or nested past what the parser takes
+        return pretty(read_json(raw)), True
+    except ValueError:  # not JSON, or nested past what the parser takes
         return raw, False
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .error_record import ERROR_TEXT_MAX, ErrorRecord, error_json, exception_text, summary_line
 from .jobs import Claimed
+from .json_text import read_json
 
 # error_json, summary_line and ERROR_TEXT_MAX are the record's (error_record.py), named
 # here too because a failure is made of them.
@@ -47,7 +47,7 @@ def error_object(error: str, summary: str) -> str:
     if isinstance(error, ErrorRecord):  # built here: storable and bounded already
         return error
     try:
-        record = json.loads(error)
+        record = read_json(error)
     except (TypeError, ValueError):
         record = None
     if isinstance(record, dict) and len(error) <= 2 * ERROR_TEXT_MAX:

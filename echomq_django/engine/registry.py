@@ -21,6 +21,7 @@ from typing import cast
 from redis.typing import EncodableT, FieldT
 
 from .connector import Connector, translate_error
+from .json_text import read_json
 from .keyspace import WORKERS_KEY, validate_worker_id, worker_key
 
 logger = logging.getLogger("echomq.registry")
@@ -69,9 +70,9 @@ class WorkerInfo:
         checked, so what a reader gets can be shown (a time a datetime can hold).
         """
         try:
-            queues = json.loads(fields["queues"])
-            running = json.loads(fields["running"])
-            sizes = json.loads(fields.get("sizes", "{}"))
+            queues = read_json(fields["queues"])
+            running = read_json(fields["running"])
+            sizes = read_json(fields.get("sizes", "{}"))
             processes = int(fields.get("processes", "0"))
             if processes < 0:
                 raise ValueError(f"processes must be >= 0, not {processes}")

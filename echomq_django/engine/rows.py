@@ -8,13 +8,13 @@ line here and a name in that unpacking, which tests/engine/test_rows.py holds to
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .bounds import DEFAULT_MAX_ATTEMPTS
 from .errors import CorruptRow
+from .json_text import read_json
 from .keyspace import STATES
 
 # Text fields ('idem' holds the idempotency key's digest; 'solo' marks a job that must
@@ -105,8 +105,8 @@ class Job:
     @property
     def error_list(self) -> list[dict[str, Any]]:
         try:
-            errors = json.loads(self.errors or "[]")
-        except (ValueError, RecursionError):  # planted text, or JSON nested past any reason
+            errors = read_json(self.errors or "[]")
+        except ValueError:  # planted text, or JSON nested past any reason
             return [{"exception_class_path": "?", "traceback": self.errors[:10_000]}]
         return errors if isinstance(errors, list) else []
 

@@ -6,11 +6,10 @@ same typed ``InvalidJobOptions`` with the same wording wherever it is passed.
 
 from __future__ import annotations
 
-import json
-
 from .bounds import ERROR_MAX_BYTES
 from .error_record import ErrorRecord
 from .errors import InvalidJobOptions
+from .json_text import read_json
 
 
 def check_int(
@@ -62,8 +61,8 @@ def error_object(error: object) -> str:
     if isinstance(error, ErrorRecord):  # one JSON object by construction: no parse
         return error
     try:
-        ok = isinstance(error, str) and isinstance(json.loads(error), dict)
-    except (ValueError, RecursionError):
+        ok = isinstance(error, str) and isinstance(read_json(error), dict)
+    except ValueError:
         ok = False
     if not ok or not isinstance(error, str):
         raise InvalidJobOptions('error must be one JSON object, e.g. {"exception_class_path": ...}')

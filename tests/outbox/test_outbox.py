@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -206,8 +207,18 @@ def test_a_row_the_server_refuses_is_kept_with_its_error_and_the_others_go(echom
         ({"options": '{"colour": "red"}'}, "colour"),
         ({"payload": "x" * 600_000}, "over the limit"),
         ({"queue": "no spaces allowed"}, "cannot be a job"),
+        ({"options": "[" * 100_000 + "]" * 100_000}, "nested too deeply"),
+        ({"options": '{"priority": ' + "[" * 100_000 + "]" * 100_000 + "}"}, "nested too deeply"),
     ],
-    ids=["not-json", "not-an-object", "unknown-field", "huge-payload", "bad-queue"],
+    ids=[
+        "not-json",
+        "not-an-object",
+        "unknown-field",
+        "huge-payload",
+        "bad-queue",
+        "deep-options",
+        "deep-option-value",
+    ],
 )
 def test_a_planted_bad_row_is_kept_refused_and_blocks_nothing(echomq, jobs, change, error):
     """A row is data anyone with write access to the database can plant."""
@@ -315,3 +326,29 @@ def test_the_backend_imports_without_the_app_registry():
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_bug_in_a_batch_is_logged_and_the_relay_thread_goes_on(echomq, jobs, caplog):
+    """One bad batch must not end the relay thread while runreaper looks healthy."""
+    relay = Relay(jobs, interval_s=0.02)
+    real_step, calls = relay.step, []
+
+    def step_with_a_bug() -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bug in one batch")
+        return real_step()
+
+    relay.step = step_with_a_bug  # type: ignore[method-assign]
+    with transaction.atomic():
+        result = tasks.add.enqueue(1, 2)
+    thread = relay.start()
+    try:
+        deadline = time.monotonic() + 30
+        while jobs.get("default", result.id) is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert thread.is_alive() and jobs.get("default", result.id) is not None
+    finally:
+        relay.stop()
+        thread.join(10)
+    assert "a batch failed" in caplog.text and "a bug in one batch" in caplog.text
