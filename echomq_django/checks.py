@@ -102,15 +102,18 @@ def _url_messages(raw: Mapping[str, Any]) -> list[checks.CheckMessage]:
     url = raw["URL"]
     # Never the URL itself: it holds the password (mask_url hides it, whatever it holds).
     shown = mask_url(url) if isinstance(url, str) else f"a {type(url).__name__}"
-    scheme = urlsplit(url).scheme if isinstance(url, str) else None
     try:
-        if scheme not in URL_SCHEMES:
+        scheme = urlsplit(url).scheme if isinstance(url, str) else None
+    except ValueError:  # it does not parse: validate_url says so
+        scheme = None
+    try:
+        if scheme is not None and scheme not in URL_SCHEMES:
             raise InvalidURL(f"its scheme is not one of {', '.join(sorted(URL_SCHEMES))}")
         validate_url(url)
     except InvalidURL as exc:
         return [
             checks.Error(
-                f"settings.ECHOMQ['URL'] ({shown}) is not a URL EchoMQ can connect to: {exc}.",
+                f"settings.ECHOMQ['URL'] ({shown}) is not a URL EchoMQ can connect to: {str(exc).rstrip('.')}.",
                 hint="e.g. redis://user:password@host:6379/0, with the password percent-quoted "
                 "(urllib.parse.quote(password, safe='')).",
                 id="echomq.E003",

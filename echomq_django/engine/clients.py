@@ -17,9 +17,8 @@ from redis.retry import Retry
 
 from .error_map import translate_error
 from .errors import AccessDenied, ServerUnavailable
-from .url import mask_url, validate_url
+from .url import CLUSTER_SCHEMES, mask_url, validate_url
 
-CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 # How long a reply may take before the call is ServerUnavailable. redis-py waits for
 # ever by default: a half-open connection (no FIN: a dead NAT entry, a frozen host)
 # would hang an enqueue in a web request, or a worker's lease renewals until the

@@ -17,12 +17,12 @@ import redis
 from redis.exceptions import NoScriptError
 
 from . import spans
-from .clients import CLUSTER_SCHEMES, READ_ERRORS, client_from_url
+from .clients import READ_ERRORS, client_from_url
 from .connections import evalsha, exchange, exchange_commands, exchange_many, own_connections
 from .error_map import plain, translate_error
 from .errors import ScriptError, ServerUnavailable
 from .script import Call, Script
-from .url import mask_url
+from .url import CLUSTER_SCHEMES, mask_url
 
 # Callers import these from here: the connector is the engine's one door to the server.
 __all__ = [

@@ -10,7 +10,12 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
+from redis.connection import parse_url
+
 from .errors import InvalidURL
+
+# A cluster's URL schemes, and the plain scheme each one's nodes are reached by.
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 
 def mask_url(url: str) -> str:
@@ -57,8 +62,11 @@ def validate_url(url: object) -> str:
     """
     if not isinstance(url, str):
         raise InvalidURL(f"the server URL must be a string, not {type(url).__name__}")
-    parts = urlsplit(url)
     hint = "percent-quote '@', '/', ':', '?', '#' and '%' in a user name or password"
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unquoted '[' in the password reads as an IPv6 host
+        raise InvalidURL(f"the server URL cannot be parsed; {hint}") from None
     try:
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError:
@@ -69,4 +77,11 @@ def validate_url(url: object) -> str:
         raise InvalidURL(
             f"the {parts.scheme or 'server'} URL names no host (or socket path); {hint}"
         )
+    plain = CLUSTER_SCHEMES.get(parts.scheme, parts.scheme)
+    try:  # redis-py's own reading of its options (?socket_timeout=, ?db=...)
+        parse_url(url.replace(parts.scheme, plain, 1) if plain != parts.scheme else url)
+    except ValueError as exc:  # its messages name the option, never a value
+        raise InvalidURL(
+            f"the {parts.scheme or 'server'} URL is refused by redis-py: {exc}"
+        ) from None
     return url

@@ -14,6 +14,7 @@ from echomq_django import conf
 from echomq_django.checks import check_server, check_settings
 from echomq_django.devserver import free_port
 from echomq_django.engine.connector import Connector
+from echomq_django.engine.errors import InvalidURL
 from echomq_django.server_checks import check_server_deploy, server_findings, server_warnings
 from tests.django.tasks import echo
 
@@ -70,11 +71,27 @@ def test_a_missing_url_warns_that_the_default_is_used(good_settings):
     assert conf.DEFAULT_URL in message.msg
 
 
-@pytest.mark.parametrize("bad_url", ["http://example.com", "localhost:6379", 6379])
+@pytest.mark.parametrize(
+    "bad_url",
+    [
+        "http://example.com",
+        "localhost:6379",
+        6379,
+        "redis://:s3cr[et@127.0.0.1:1/0",  # an unquoted '[' parses as an IPv6 host
+        "redis://:s3cret@127.0.0.1:1/0?socket_timeout=abc",  # options redis-py refuses
+        "redis://:s3cret@127.0.0.1:1/0?db=x",
+        "redis+cluster://:s3cret@127.0.0.1:1?health_check_interval=soon",
+    ],
+)
 def test_a_url_the_connector_cannot_use_is_an_error(good_settings, bad_url):
     good_settings.ECHOMQ = {"URL": bad_url}
-    assert ids(check_settings()) == ["echomq.E003"]
+    [message] = check_settings()
+    assert message.id == "echomq.E003" and "s3cr" not in message.msg
     assert check_server() == []  # no connection attempt with an unusable URL
+    if isinstance(bad_url, str) and bad_url.startswith("redis"):
+        with pytest.raises(InvalidURL) as refused:  # a clear error, never a traceback of redis-py's
+            Connector.from_url(bad_url)
+        assert "s3cr" not in str(refused.value)
 
 
 def backend_messages(settings):
