@@ -31,7 +31,9 @@ def good_settings(settings, url, redis_client):
     settings.TASKS = {
         "default": {
             "BACKEND": BACKEND,
-            "QUEUES": ["default", "emails"],
+            # "slow": the installed demo app's tasks module uses it, and `check` imports
+            # the tasks modules (for their @periodic schedules) when nothing did before.
+            "QUEUES": ["default", "emails", "slow"],
             "OPTIONS": {"MAX_ATTEMPTS": 5, "ENQUEUE_ON_COMMIT": True},
         }
     }
