@@ -30,5 +30,5 @@ gate_unhold(jk, id)
 append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.Cancelled",'
   .. '"traceback":"Cancelled: ' .. ARGV[2] .. '"}', 'Cancelled: ' .. ARGV[2], now_us)
 to_dead(jk, id, KEYS[3], KEYS[4], true)
-redis.call('HINCRBY', KEYS[4], 'cancelled', 1)
+bump(KEYS[4], 'cancelled')
 return 'dead'

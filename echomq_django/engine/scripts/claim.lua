@@ -42,7 +42,7 @@
 -- fail on a wrong type after the batch was popped. A row whose attempts is not an
 -- integer goes to dead.
 -- @include "limits"
-local count, worker, default_lease = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local want, worker, default_lease = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local start_now, isolated = tonumber(ARGV[5]), ARGV[6] == '1'
 
 -- Where each field sits in a reply row.
@@ -77,7 +77,7 @@ if record then
 end
 
 promote_due(KEYS[2], KEYS[1], KEYS[4], tonumber(ARGV[4]))
-gated = gates_open(KEYS[1], count)
+gated = gates_open(KEYS[1], want)
 -- A reply is bounded by bytes as well as by count: jobs near MAX_PAYLOAD would make a
 -- claim of 250 a reply of ~100 MiB (the server builds it all, the client reads it all).
 local CLAIM_BYTES = 8388608
@@ -96,7 +96,7 @@ end
 local pops, any, stop = 0, false, false
 repeat
   local before = parked
-  popped = redis.call('ZPOPMIN', KEYS[1], count - claimed)
+  popped = redis.call('ZPOPMIN', KEYS[1], want - claimed)
   pops, any = pops + 1, any or #popped > 0
   for i = 1, #popped, 2 do
     local id = popped[i]
@@ -117,10 +117,9 @@ repeat
       put_back(i)
       stop = true
       break
-    elseif refused then
-      gate_hold(jk, id, popped[i + 1], refused, due)
+    elseif refused and gate_hold(jk, id, popped[i + 1], refused, due) then
       gated, parked = true, parked + 1
-    else
+    else  -- (a job gate_hold could not park is leased: see includes/limits.lua)
       local token = redis.pcall('HINCRBY', jk, 'attempts', 1)
       if type(token) == 'table' then
         append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.CorruptRow",'
@@ -166,13 +165,15 @@ repeat
       end
     end
   end
-until stop or #popped == 0 or parked == before or claimed >= count or pops == 4
+until stop or #popped == 0 or parked == before or claimed >= want or pops == 4
+-- The record before any bookkeeping (SET takes a key of any type): the counters and
+-- the wake-up are best-effort (bump, wake), so nothing after the leases can fail.
 if claimed > 0 then
-  redis.call('HINCRBY', KEYS[5], 'claimed', claimed)
   redis.call('SET', KEYS[8], table.concat(leased, ' '), 'PX', default_lease)
+  bump(KEYS[5], 'claimed', claimed)
 end
 if dangling > 0 then
-  redis.call('HINCRBY', KEYS[5], 'dangling', dangling)
+  bump(KEYS[5], 'dangling', dangling)
 end
 -- Chain the wake-up: more work is ready, so let another idle worker in.
 if any and redis.call('ZCARD', KEYS[1]) > 0 then

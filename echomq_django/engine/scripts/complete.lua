@@ -52,7 +52,7 @@ for i = 1, #KEYS - 3 do
   end
 end
 if done > 0 then
-  redis.call('HINCRBY', KEYS[3], 'completed', done)
+  bump(KEYS[3], 'completed', done)
   count_minute('completed', done)
 end
 return reply

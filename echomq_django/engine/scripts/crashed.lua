@@ -29,7 +29,7 @@ append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.WorkerCra
   .. '"traceback":"WorkerCrashed: on worker ' .. holder .. ', ' .. ARGV[4]
   .. ' (crash ' .. fmt(crashes) .. ' of ' .. fmt(budget) .. ')"}',
   'WorkerCrashed: ' .. ARGV[4] .. ' (' .. fmt(crashes) .. '/' .. fmt(budget) .. ')', now_us)
-redis.call('HINCRBY', KEYS[5], 'crashed', 1)
+bump(KEYS[5], 'crashed')
 if crashes >= budget then
   to_dead(jk, id, KEYS[3], KEYS[5])
   return {'dead', crashes}

@@ -26,5 +26,5 @@ for i = 1, 5 do
   redis.call('ZREM', KEYS[i], id)
 end
 redis.call('DEL', jk)
-redis.call('HINCRBY', KEYS[6], 'deleted', 1)
+bump(KEYS[6], 'deleted')
 return state

@@ -112,6 +112,6 @@ for i = 1, n do
 end
 if stored > 0 then
   wake(KEYS[5])
-  redis.call('HINCRBY', KEYS[4], 'enqueued', stored)
+  bump(KEYS[4], 'enqueued', stored)  -- best-effort, like wake: the jobs are stored
 end
 return reply

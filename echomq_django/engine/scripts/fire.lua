@@ -80,13 +80,16 @@ if outcome == 'fired' and n > 0 then
   if #ids > 0 then
     redis.call('HSET', KEYS[7], 'last_job', ids[#ids])
     wake(KEYS[5])
-    redis.call('HINCRBY', KEYS[4], 'enqueued', #ids)
+    bump(KEYS[4], 'enqueued', #ids)
   end
 end
-redis.call('HINCRBY', KEYS[7], 'fired', #ids)
-redis.call('HINCRBY', KEYS[7], 'missed', tonumber(ARGV[4]))
-redis.call('HINCRBY', KEYS[7], 'skipped', skipped)
+-- The fence moves on before the counters, and they are best-effort (bump): a corrupt
+-- one (HSET ... fired x) must not leave the jobs enqueued and the fire time where it
+-- was, to fire the same ticks again at every pass.
 redis.call('ZADD', KEYS[6], ARGV[3], name)
+bump(KEYS[7], 'fired', #ids)
+bump(KEYS[7], 'missed', tonumber(ARGV[4]))
+bump(KEYS[7], 'skipped', skipped)
 local reply = {outcome, #ids, skipped}
 for _, id in ipairs(ids) do
   reply[#reply + 1] = id

@@ -54,7 +54,7 @@ for _, id in ipairs(expired) do
     if cancelled then  -- cancelled while it ran, and its worker is gone
       append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.Cancelled",'
         .. '"traceback":"Cancelled: ' .. row[9] .. '"}', 'Cancelled: ' .. row[9], now_us)
-      redis.call('HINCRBY', KEYS[5], 'cancelled', 1)
+      bump(KEYS[5], 'cancelled')
       to = 'dead'
     elseif row[4] ~= row[3] then
       unstarted = unstarted + 1
@@ -82,14 +82,14 @@ for _, id in ipairs(expired) do
   end
 end
 if returned > 0 then
-  redis.call('HINCRBY', KEYS[5], 'reaped', returned)
+  bump(KEYS[5], 'reaped', returned)
   wake(KEYS[6])
 end
 if unstarted > 0 then
-  redis.call('HINCRBY', KEYS[5], 'reaped_unstarted', unstarted)
+  bump(KEYS[5], 'reaped_unstarted', unstarted)
 end
 if dead > 0 then
-  redis.call('HINCRBY', KEYS[5], 'reaped_dead', dead)
+  bump(KEYS[5], 'reaped_dead', dead)
 end
 local more = 0
 if #expired == limit and redis.call('ZCOUNT', KEYS[1], '-inf', fmt(now_ms)) > 0 then

@@ -13,12 +13,14 @@
 -- Reply: 1. Error: EMQSTALE when the caller no longer holds the lease.
 -- @include "limits"
 local id, jk = ARGV[1], KEYS[6]
-local stale, row = fence(jk, ARGV[2], 'release', 'limits')
+local stale, row = fence(jk, ARGV[2], 'release', 'limits', 'refunds')
 if stale then return stale end
 
 redis.call('ZREM', KEYS[1], id)
 gates_free(id, row[3])
-redis.call('HINCRBY', jk, 'refunds', 1)
+-- Read, not HINCRBY'd (see reap.lua): a corrupt refunds reads as 0, never a failure
+-- after the ZREM above.
+redis.call('HSET', jk, 'refunds', fmt((tonumber(row[4]) or 0) + 1))
 if ARGV[3] == '1' then
   redis.call('HSET', jk, 'solo', '1')
 end
@@ -30,6 +32,6 @@ if ARGV[4] == '0' then
   end
 end
 to_pending(jk, id, KEYS[2], KEYS[3], false)
-redis.call('HINCRBY', KEYS[4], 'released', 1)
+bump(KEYS[4], 'released')
 wake(KEYS[5])
 return 1

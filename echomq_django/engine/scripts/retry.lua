@@ -29,7 +29,7 @@ if ARGV[6] == '1' or used >= max then
   return {'dead', now_ms}
 end
 
-redis.call('HINCRBY', KEYS[6], 'retried', 1)
+bump(KEYS[6], 'retried')
 count_minute('failed')
 local backoff = tonumber(ARGV[5]) or 0
 if backoff > 0 then

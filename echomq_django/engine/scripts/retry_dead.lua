@@ -29,7 +29,7 @@ local function revive(id)
       local why = 'not retried: its idempotency key is held by live job ' .. holder
       if redis.call('HGET', jk, 'last_error') ~= why then  -- counted once, not per call
         redis.call('HSET', jk, 'last_error', why)
-        redis.call('HINCRBY', KEYS[4], 'revive_refused', 1)
+        bump(KEYS[4], 'revive_refused')
       end
       refused = refused + 1
       return
@@ -44,7 +44,7 @@ local function revive(id)
     removed = removed + 1
     if redis.call('EXISTS', jk) == 1 then
       -- in the dead set but the row says otherwise: never leave it in two places
-      redis.call('HINCRBY', KEYS[4], 'repaired', 1)
+      bump(KEYS[4], 'repaired')
     end
   end
 end
@@ -64,7 +64,7 @@ else
   if moved + removed > 0 and redis.call('ZCARD', KEYS[1]) > refused then more = 1 end
 end
 if moved > 0 then
-  redis.call('HINCRBY', KEYS[4], 'revived', moved)
+  bump(KEYS[4], 'revived', moved)
   wake(KEYS[5])
 end
 return {moved, more}

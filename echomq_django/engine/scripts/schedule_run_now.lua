@@ -31,5 +31,5 @@ local state = store_job(KEYS[7], id, redis.call('INCR', KEYS[3]), KEYS[1], KEYS[
   def[2], def[3], def[4], def[5], 0, '', def[6], def[7], '', nil, def[9])
 redis.call('HSET', KEYS[6], 'last_job', id)
 wake(KEYS[5])
-redis.call('HINCRBY', KEYS[4], 'enqueued', 1)
+bump(KEYS[4], 'enqueued')
 return {id, state}

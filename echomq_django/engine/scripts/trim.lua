@@ -26,7 +26,7 @@ for _, id in ipairs(ids) do
   end
 end
 if #ids > 0 then
-  redis.call('HINCRBY', KEYS[2], ARGV[3], #ids)
+  bump(KEYS[2], ARGV[3], #ids)
 end
 local more = 0
 if #ids == limit and redis.call('ZCOUNT', KEYS[1], '-inf', max) > 0 then more = 1 end

@@ -10,7 +10,7 @@ local now_ms = math.floor(now_us / 1000)
 local function count_minute(field, n)
   n = n or 1
   local key = base .. 'tp:' .. fmt(math.floor(now_ms / 60000))
-  if redis.call('HINCRBY', key, field, n) == n then
+  if bump(key, field, n) == n then  -- best-effort (see bump)
     redis.call('EXPIRE', key, ${THROUGHPUT_TTL_S})
   end
 end

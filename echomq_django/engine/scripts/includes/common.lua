@@ -12,6 +12,19 @@ local function fmt(n)
   return string.format('%d', n)
 end
 
+-- Bookkeeping is best-effort. A script's real writes (a job's moves, its row) come
+-- first or are checked first; a counter or a wake-up after them must never fail the
+-- script halfway (Redis rolls nothing back: the moves stay, the caller sees an error
+-- and retries, a claim leases its jobs for nothing). So every counter goes through
+-- `bump`, in a pcall: a field that is not an integer, or a key of another type at
+-- the metrics (or a schedule's) name, loses the count and nothing else.
+-- Returns the new value, or nil when the counter is corrupt.
+local function bump(key, field, n)
+  local v = redis.pcall('HINCRBY', key, field, n or 1)
+  if type(v) == 'number' then return v end
+  return nil
+end
+
 local function row_key(id)
   return base .. 'job:' .. id
 end

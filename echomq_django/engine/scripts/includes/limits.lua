@@ -17,6 +17,11 @@
 --                         gate may admit again (ms); 0: now (a slot was freed)
 --   emq:{q}:limits        HASH, name -> its spec as last claimed (for the gates' reads,
 --                         the admin and stats)
+-- Every command on these keys is a pcall: claim reaches them after its first moves
+-- (promote_due, a job popped), and a key of another type planted at one must not fail
+-- it halfway (a popped job in no place). A gate whose key is corrupt admits (its rate
+-- or cap is not enforced) rather than lose or strand a job; a rate gate's SET repairs
+-- its key.
 local GATES, LIMITS, WAKE = base .. 'gates', base .. 'limits', base .. 'wake'
 
 local function gate_parse(spec)
@@ -47,7 +52,10 @@ local function gate_room(g)
     end
     return math.floor((slack + 1) / g.interval) + 1, now_ms
   end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now_ms))  -- expired leases free their slots
+  -- expired leases free their slots
+  if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', fmt(now_ms))) ~= 'number' then
+    return g.cap, now_ms  -- a key of another type: it admits (see above)
+  end
   local room = g.cap - redis.call('ZCARD', key)
   if room > 0 then return room, now_ms end
   local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
@@ -63,9 +71,9 @@ local function gate_take(g, id, deadline)
     redis.call('SET', key, string.format('%.17g', tat + g.interval),
       'PX', fmt(math.ceil(g.interval * g.burst / 1000) + 1000))
   else
-    redis.call('ZADD', key, fmt(deadline), id)
+    redis.pcall('ZADD', key, fmt(deadline), id)
   end
-  redis.call('HSET', LIMITS, g.name, g.spec)
+  redis.pcall('HSET', LIMITS, g.name, g.spec)
 end
 
 -- The gates of a row's `limits` (unparsable entries are skipped: enqueue validated them).
@@ -89,10 +97,15 @@ end
 
 -- Park a popped pending job on the gate that refused it: it keeps its score (its place
 -- in line) and its state, and the gate is scored by when it may admit again.
+-- false: the gate's line (or the index of lines) is a key of another type, and the job
+-- was not parked: the claim leases it instead (see above), never drops it.
 local function gate_hold(jk, id, score, g, due)
-  redis.call('ZADD', base .. 'held:' .. g.name, score, id)
+  if type(redis.pcall('ZADD', GATES, fmt(due), g.name)) ~= 'number' then return false end
+  if type(redis.pcall('ZADD', base .. 'held:' .. g.name, score, id)) ~= 'number' then
+    return false
+  end
   redis.call('HSET', jk, 'held', g.name)
-  redis.call('ZADD', GATES, fmt(due), g.name)
+  return true
 end
 
 -- @include "unhold"
@@ -101,18 +114,22 @@ end
 -- scores: the front of the line), where this claim pops them and checks them again.
 -- Returns whether any gate has held jobs (the claim then reports the next gate's time).
 local function gates_open(pending_key, count)
-  local list = redis.call('ZRANGE', GATES, 0, 9, 'WITHSCORES')
+  -- pcall: claim reads the gates after promote_due's moves; a key of another type
+  -- there reads as no gate with held jobs, never fails the claim halfway.
+  local list = redis.pcall('ZRANGE', GATES, 0, 9, 'WITHSCORES')
+  if list.err then return false end
   for i = 1, #list, 2 do
     local name = list[i]
     if tonumber(list[i + 1]) > now_ms then break end
     local held = base .. 'held:' .. name
-    local spec = redis.call('HGET', LIMITS, name)
-    local g = spec and gate_parse(spec)
+    local spec = redis.pcall('HGET', LIMITS, name)
+    local g = type(spec) == 'string' and gate_parse(spec)
     local room, due = count, now_ms
     if g then room, due = gate_room(g) end
     if room > count then room = count end
     if room > 0 then
-      local popped = redis.call('ZPOPMIN', held, room)
+      local popped = redis.pcall('ZPOPMIN', held, room)
+      if popped.err then popped = {} end
       for j = 1, #popped, 2 do
         redis.call('ZADD', pending_key, popped[j + 1], popped[j])
         redis.call('HDEL', row_key(popped[j]), 'held')
@@ -128,7 +145,8 @@ local function gates_open(pending_key, count)
         due = math.ceil((tat + (#popped / 2) * g.interval - (g.burst - 1) * g.interval) / 1000)
       end
     end
-    if redis.call('ZCARD', held) == 0 then
+    local left = redis.pcall('ZCARD', held)
+    if type(left) ~= 'number' or left == 0 then  -- (a line of another type: no jobs in it)
       redis.call('ZREM', GATES, name)
     else
       redis.call('ZADD', GATES, fmt(due), name)
@@ -139,23 +157,25 @@ end
 
 -- When the first gate with held jobs may admit again (ms), or nil.
 local function gates_next()
-  local first = redis.call('ZRANGE', GATES, 0, 0, 'WITHSCORES')
+  local first = redis.pcall('ZRANGE', GATES, 0, 0, 'WITHSCORES')  -- see gates_open
   return tonumber(first[2])
 end
 
 -- A lease ends (complete, retry, release, reap, crash, cancel, delete): its slots free,
 -- and a gate with jobs waiting on one opens at once (an idle worker is woken).
+-- Bookkeeping after the job's moves, so pcalls (like bump and wake): a gate's key of
+-- another type holds no slot to free, and must not fail the lease's end halfway.
 local function gates_free(id, limits)
   if not limits or limits == '' then return end
   for spec in string.gmatch(limits, '%S+') do
     local name = string.match(spec, '^(conc:[^/]+)/')
     if name then
       local key = base .. 'gate:' .. name
-      redis.call('ZREM', key, id)
-      if redis.call('ZADD', GATES, 'XX', 'CH', 0, name) == 1 then
+      redis.pcall('ZREM', key, id)
+      if redis.pcall('ZADD', GATES, 'XX', 'CH', 0, name) == 1 then
         wake(WAKE)
-      elseif string.find(name, '#', 1, true) and redis.call('ZCARD', key) == 0 then
-        redis.call('HDEL', LIMITS, name)  -- a keyed gate gone idle: no trace kept
+      elseif string.find(name, '#', 1, true) and redis.pcall('ZCARD', key) == 0 then
+        redis.pcall('HDEL', LIMITS, name)  -- a keyed gate gone idle: no trace kept
       end
     end
   end
@@ -167,7 +187,7 @@ local function gates_extend(id, limits, deadline)
   for spec in string.gmatch(limits, '%S+') do
     local name = string.match(spec, '^(conc:[^/]+)/')
     if name then
-      redis.call('ZADD', base .. 'gate:' .. name, 'XX', fmt(deadline), id)
+      redis.pcall('ZADD', base .. 'gate:' .. name, 'XX', fmt(deadline), id)  -- see gates_free
     end
   end
 end

@@ -4,10 +4,15 @@
 
 -- Into pending. A fresh sequence puts the job at the back of its priority
 -- (promotion, retry); the kept one returns it to its old place (release, reap).
+-- The callers have moved the job out of its old place already: a sequence that is not
+-- an integer (corrupt) must not fail the move halfway (the job in no place), so the
+-- INCR is a pcall and the job keeps its old place in line (or the front) instead.
+-- enqueue, which takes the sequence before its first write, is refused by it instead.
 local function to_pending(jk, id, pending_key, seq_key, fresh)
   local seq = tonumber(redis.call('HGET', jk, 'seq'))
   if fresh or not seq then
-    seq = redis.call('INCR', seq_key)
+    local nxt = redis.pcall('INCR', seq_key)
+    seq = type(nxt) == 'number' and nxt or seq or 0
   end
   local priority = redis.call('HGET', jk, 'priority')
   redis.call('ZADD', pending_key, fmt(pending_score(priority, seq)), id)
@@ -23,7 +28,7 @@ local function to_dead(jk, id, dead_key, metrics_key, cancelled)
   redis.call('HSET', jk, 'state', 'dead', 'finished_at', fmt(now_us))
   redis.call('HDEL', jk, 'worker', 'lease_deadline', 'due_ms', 'cancel')
   release_idempotency(jk, id)
-  redis.call('HINCRBY', metrics_key, 'dead', 1)
+  bump(metrics_key, 'dead')
   if not cancelled then
     count_minute('failed')
   end

@@ -8,7 +8,7 @@
 local function gate_unhold(jk, id)
   local name = redis.call('HGET', jk, 'held')
   if name and name ~= '' then
-    redis.call('ZREM', base .. 'held:' .. name, id)
+    redis.pcall('ZREM', base .. 'held:' .. name, id)  -- a line of another type: not in it
     redis.call('HDEL', jk, 'held')
   end
 end
