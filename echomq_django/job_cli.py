@@ -28,6 +28,7 @@ from rich.table import Table
 
 from . import conf, task_filter
 from .engine import events
+from .engine.errors import CorruptRow
 from .engine.jobs import PAGE_MAX, Job, Jobs
 from .engine.keyspace import STATES
 from .engine.nodes import server_time_us
@@ -127,8 +128,8 @@ def running_jobs(jobs: Jobs, worker: WorkerInfo, now_us: int) -> list[dict[str, 
         for queue in worker.queues:
             try:
                 job = jobs.get(queue, job_id)
-            except ValueError:  # a planted id or queue name: shown as it is, not looked up
-                break
+            except (ValueError, CorruptRow):  # a planted id or queue name, a key that is no
+                break  # job's row: shown as it is (its task "?"), the other jobs go on
             if job is not None:
                 break
         began = (job.last_attempted_at or job.started_at) if job else None

@@ -54,7 +54,7 @@ class Payload:
         try:
             data = read_json(text)
         except ValueError as exc:
-            raise PayloadError(f"the payload cannot be read: {exc}") from None
+            raise PayloadError(f"the payload is not JSON: {exc}") from None
         if not isinstance(data, dict) or data.get("v") != VERSION:
             raise PayloadError(f"the payload is not a version {VERSION} EchoMQ task payload")
         check_fields(data)

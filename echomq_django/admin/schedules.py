@@ -114,7 +114,7 @@ class EchoMQScheduleAdmin(EchoMQAdmin):
             return ""
         try:
             job = jobs.get(record.queue, record.last_job)
-        except (ValueError, CorruptRow):  # a planted id, or a row that is not a job
+        except (ValueError, CorruptRow):  # a planted id, or a key that is not a job's row
             return "unreadable"
         return job.state if job is not None else "gone"
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
@@ -41,6 +42,7 @@ from typing import Any
 from . import script
 from .connector import Call, Connector, plain
 from .error_record import ErrorRecord
+from .json_text import read_json
 from .keyspace import QueueKeys
 
 logger = logging.getLogger("echomq.job")
@@ -186,7 +188,7 @@ class JobEvent:
     queue: str
     entry_id: str  # "<server ms>-<n>": when the server stored its batch; the cursor after it
     index: int  # its place in the entry's batch
-    fields: Mapping[str, object]
+    fields: Mapping[str, str]  # each value as text ("" for none), whatever the entry held
 
     @property
     def at_ms(self) -> int:
@@ -208,24 +210,38 @@ class JobEvent:
 
 
 def _entry_events(queue: str, entry_id: str, entry: Mapping[str, str]) -> list[JobEvent]:
-    """The events of one stream entry ([] for an entry that is not ours: shown nothing)."""
+    """The events of one stream entry, their values as text.
+
+    An entry that is not ours (no such fields, not JSON, nested past the parser) gives
+    [], and an event of it whose values are not all text, numbers or null (a list as
+    the outcome) is left out: what the stream holds is shown, or nothing, never a crash.
+    """
     try:
         names = entry["fields"].split(",")
-        batch = json.loads(entry["events"])
-        return [
-            JobEvent(queue, entry_id, n, dict(zip(names, values))) for n, values in enumerate(batch)
-        ]
+        batch = read_json(entry["events"])
     except (KeyError, TypeError, ValueError, AttributeError):
         return []
+    if not isinstance(batch, list):
+        return []
+    found = []
+    for n, values in enumerate(batch):
+        if isinstance(values, list) and all(isinstance(v, _SCALARS) for v in values):
+            text = {name: "" if v is None else str(v) for name, v in zip(names, values)}
+            found.append(JobEvent(queue, entry_id, n, text))
+    return found
+
+
+_SCALARS = (str, int, float, type(None))  # what an event's value may be (JSON's scalars)
 
 
 def _number(value: object, kind: type[int] | type[float]) -> int | float:
     if not isinstance(value, (int, float, str)):
         return 0
     try:
-        return kind(value or 0)
+        number = kind(value or 0)
     except (TypeError, ValueError):  # an entry written by hand: shown, not a crash
         return 0
+    return number if isinstance(number, int) or math.isfinite(number) else 0
 
 
 def read(

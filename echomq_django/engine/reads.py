@@ -6,11 +6,15 @@ needs to be a transition.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis
 
 from . import script
 from .bounds import PAGE_MAX, THROUGHPUT_MAX_MINUTES
-from .connector import Connector, plain
+from .connector import Connector, plain, translate_error
+from .errors import CorruptRow
 from .keyspace import STATES, QueueKeys, validate_job_id
 from .limits import GateState
 from .replies import Page, PageEntry, QueueStats, counter, pairs
@@ -24,10 +28,16 @@ class Reads:
     connector: Connector
 
     def get(self, queue: str, job_id: str) -> Job | None:
-        """The row, or None. Raises ``CorruptRow`` for a row that cannot be a job."""
-        keys = QueueKeys.of(queue)
-        row = plain(lambda: self.connector.client.hgetall(keys.job(job_id)))
-        return Job.from_row(queue, row) if row else None
+        """The row, or None. Raises ``CorruptRow`` for a row that cannot be a job (a key
+        of another type included)."""
+        key = QueueKeys.of(queue).job(job_id)
+        try:
+            row: Any = self.connector.client.hgetall(key)
+        except redis.ResponseError as exc:  # WRONGTYPE, for one: _job says what it means
+            row = exc
+        except Exception as exc:
+            raise translate_error(exc) from exc
+        return _job(queue, job_id, row)
 
     def find(self, queues: Sequence[str], job_id: str) -> Job | None:
         """The row of ``job_id`` in the first of ``queues`` that holds it (an id does not
@@ -37,10 +47,10 @@ class Reads:
         pipe = self.connector.client.pipeline(transaction=False)
         for queue in queues:
             pipe.hgetall(QueueKeys.of(queue).job(job_id))
-        rows = plain(pipe.execute)
+        rows = plain(lambda: pipe.execute(raise_on_error=False))
         for queue, row in zip(queues, rows, strict=True):
-            if row:
-                return Job.from_row(queue, row)
+            if job := _job(queue, job_id, row):
+                return job
         return None
 
     def stats(self, queue: str) -> QueueStats:
@@ -105,3 +115,13 @@ class Reads:
             PageEntry(e[0], float(e[1]), dict(zip(fields, e[2:], strict=False))) for e in reply[1:]
         ]
         return Page(int(reply[0]), entries)
+
+
+def _job(queue: str, job_id: str, row: Mapping[str, str | None] | Exception) -> Job | None:
+    """A row's HGETALL as a job (None: no key); ``CorruptRow`` when it cannot be one,
+    a key of another type (WRONGTYPE) too; any other error reply as the engine's error."""
+    if isinstance(row, Exception):
+        if isinstance(row, redis.ResponseError) and str(row).startswith("WRONGTYPE"):
+            raise CorruptRow(f"the key of job {job_id[:80]} is not a row (a HASH)")
+        raise translate_error(row)
+    return Job.from_row(queue, row) if row else None

@@ -22,10 +22,11 @@ server (``Scheduler.sync``): that is how an edit in code takes effect on deploy.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .errors import EchoMQError, ServerUnavailable
@@ -144,24 +145,25 @@ class Reaper:
         """Store the declared schedules on the server (once, before the first tick).
 
         A lost server leaves it to do again; any other failure is logged once (the
-        schedules the server holds still fire)."""
+        schedules the server holds still fire, the sweeps go on)."""
         if self._synced:
             return
-        try:
+        outcomes: dict[str, str] = {}
+        with _schedules_apart(
+            "storing the declared schedules failed; firing what the server holds"
+        ):
             outcomes = self.scheduler.sync(self.declared or (), self.queues_to_sweep())
-        except ServerUnavailable:
-            raise
-        except EchoMQError:
-            logger.exception("storing the declared schedules failed; firing what the server holds")
-            outcomes = {}
         self._synced = True
         for name, outcome in outcomes.items():
             if outcome != "unchanged":
                 logger.info("schedule %s: %s", name, outcome)
 
-    def fire(self, queues: Sequence[str]) -> FirePass:
-        """Fire the due schedules of ``queues`` (each tick once, whoever else fires)."""
-        return self.scheduler.fire_due(queues)
+    def fire(self, queues: Sequence[str]) -> FirePass | None:
+        """Fire the due schedules of ``queues`` (each tick once, whoever else fires); None
+        when that failed (logged) for another reason than a lost server."""
+        with _schedules_apart("firing the schedules failed; the sweeps go on"):
+            return self.scheduler.fire_due(queues)
+        return None
 
     def run(self, *, once: bool = False) -> None:
         """Sweep every ``interval_s`` and fire schedules when due, until ``stop()``; ride
@@ -201,6 +203,19 @@ class Reaper:
     def stop(self) -> None:
         """Finish the current call and return from ``run``. Safe from a signal handler."""
         self._stopping.set()
+
+
+@contextlib.contextmanager
+def _schedules_apart(message: str) -> Iterator[None]:
+    """Keep the schedules' failures from the sweeps: whatever a schedule's data or a bug
+    raises is logged and the reaper goes on sweeping leases; a lost server is the outage
+    policy's (``run``). Each schedule's own failure is caught and named by the scheduler."""
+    try:
+        yield
+    except ServerUnavailable:
+        raise
+    except Exception:  # a schedule must never take the lease sweeps down
+        logger.exception(message)
 
 
 __all__ = ["QueueSweep", "Reaper"]

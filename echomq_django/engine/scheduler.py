@@ -14,9 +14,9 @@ early, changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,16 @@ from .connector import Call
 from .errors import EchoMQError, InvalidSchedule, ServerUnavailable
 from .jobs import Jobs
 from .keyspace import QueueKeys, new_job_id, validate_schedule_name
-from .schedules import Schedule, Timing, plan, stored_timing
+from .schedules import (
+    INT64_MAX,
+    MAX_EVERY_MS,
+    MAX_MS,
+    Schedule,
+    UnreadableSchedule,
+    plan,
+    stored_number,
+    stored_timing,
+)
 
 logger = logging.getLogger("echomq.scheduler")
 
@@ -34,27 +43,51 @@ LIST_LIMIT = 1000  # schedules read per queue by a listing
 SYNC_RETRIES = 3
 
 
-def _int(value: object) -> int | None:
-    try:
-        return int(str(value)) if value not in (None, "") else None
-    except ValueError:
-        return None
-
-
-def _next(score: object) -> int | None:
-    """A next-fire score as ms; None for +inf (paused, orphaned)."""
-    number = float(score)  # type: ignore[arg-type]
-    return None if math.isinf(number) else int(number)
+# The most each stored number may be; any other field is a count (at most INT64_MAX).
+HIGHEST = {"next_ms": MAX_MS, "last_tick": MAX_MS, "last_fired_at": MAX_MS * 1000,
+           "grace_ms": MAX_EVERY_MS}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
 class StoredSchedule:
-    """A schedule as the server holds it: definition and fire record (times: server clock)."""
+    """A schedule as the server holds it: definition and fire record (times: server clock).
+
+    Its numbers are read by ``number`` (``UnreadableSchedule`` for a planted value) when
+    planning a fire; a listing reads them with ``shown``, where such a value is None.
+    """
 
     queue: str
     name: str
-    next_ms: int | None  # None while paused or orphaned
+    score: str  # its next fire time (ms) as the server holds it; "inf" while paused or orphaned
     fields: dict[str, str]
+
+    def number(self, name: str) -> int | None:
+        """``next_ms`` (the score: None while paused or orphaned) or a field of the record
+        as an integer; None when absent, ``UnreadableSchedule`` when it cannot be one."""
+        value = self.score if name == "next_ms" else self.fields.get(name)
+        if name == "next_ms" and value in ("inf", "+inf"):  # paused or orphaned
+            return None
+        try:
+            return stored_number(value, HIGHEST.get(name, INT64_MAX))
+        except UnreadableSchedule as exc:
+            raise UnreadableSchedule(
+                f"schedule {self.queue}/{self.name}: its stored {name} cannot be read: {exc}"
+            ) from None
+
+    def shown(self, name: str) -> int | None:
+        """``number``, with None for a value that cannot be read (a listing shows the rest)."""
+        try:
+            return self.number(name)
+        except UnreadableSchedule:
+            return None
+
+    def after(self, now_ms: int) -> int:
+        """What its next tick is planned after: now, and its last tick fired."""
+        return max(now_ms, self.number("last_tick") or 0)
+
+    @property
+    def next_ms(self) -> int | None:  # None while paused or orphaned (or unreadable)
+        return self.shown("next_ms")
 
     @property
     def paused(self) -> bool:
@@ -86,23 +119,23 @@ class StoredSchedule:
 
     @property
     def last_tick(self) -> int | None:
-        return _int(self.fields.get("last_tick"))
+        return self.shown("last_tick")
 
     @property
     def last_fired_at(self) -> int | None:
-        return _int(self.fields.get("last_fired_at"))
+        return self.shown("last_fired_at")
 
     @property
     def last_job(self) -> str:
         return self.fields.get("last_job", "")
 
     def counter(self, name: str) -> int:
-        """``fired``, ``missed`` or ``skipped`` so far."""
-        return _int(self.fields.get(name)) or 0
+        """``fired``, ``missed`` or ``skipped`` so far (0 when it cannot be read)."""
+        return self.shown(name) or 0
 
     @classmethod
     def of(cls, queue: str, name: str, score: Any, flat: Sequence[str]) -> StoredSchedule:
-        return cls(queue, name, _next(score), dict(zip(flat[::2], flat[1::2])))
+        return cls(queue, name, str(score), dict(zip(flat[::2], flat[1::2])))
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +164,7 @@ class Scheduler:
     def __init__(self, jobs: Jobs) -> None:
         self.jobs = jobs
         self.connector = jobs.connector
+        self._unfit: dict[tuple[str, str], str] = {}  # (queue, name) -> why it cannot fire
 
     # -- reads ---------------------------------------------------------------------
 
@@ -177,19 +211,17 @@ class Scheduler:
             self.jobs.register_queue(queue)  # so reapers that discover queues find it
             mine = {s.name: s for s in by_queue.get(queue, [])}
             for name, schedule in mine.items():
-                try:
+                outcomes[f"{queue}/{name}"] = "failed"  # unless it is stored
+                with _alone(queue, name, "cannot be stored"):
                     outcomes[f"{queue}/{name}"] = self._sync_one(schedule)
-                except ServerUnavailable:
-                    raise
-                except EchoMQError as exc:  # a key of another type planted at its hash
-                    logger.error("schedule %s/%s cannot be stored: %s", queue, name, exc)
-                    outcomes[f"{queue}/{name}"] = "failed"
             keys, orphan = QueueKeys.of(queue), script.load("schedule_orphan")
             for stored in self.read(queue)[1]:
-                if stored.name not in mine and self.connector.run(
-                    orphan, orphan.keys_for(keys, schedule=stored.name), [stored.name]
-                ):
-                    outcomes[f"{queue}/{stored.name}"] = "orphaned"
+                if stored.name in mine:
+                    continue
+                with _alone(queue, stored.name, "cannot be marked orphaned"):
+                    call_keys = orphan.keys_for(keys, schedule=stored.name)
+                    if self.connector.run(orphan, call_keys, [stored.name]):
+                        outcomes[f"{queue}/{stored.name}"] = "orphaned"
         return outcomes
 
     def _sync_one(self, schedule: Schedule) -> str:
@@ -199,7 +231,7 @@ class Scheduler:
         for _ in range(SYNC_RETRIES):
             now, stored = self.read(schedule.queue)
             record = next((s for s in stored if s.name == schedule.name), None)
-            after = max(now, (record and record.last_tick) or 0)
+            after = record.after(now) if record is not None else now
             outcome: str = self.connector.run(  # "unchanged", "retry" or the outcome
                 sync,
                 sync_keys,
@@ -228,14 +260,18 @@ class Scheduler:
                 logger.error("reading the schedules of queue %s failed: %s", keys.queue, reply)
                 continue
             now = int(reply[0])
-            if reply[1] != "":
-                ahead.append(int(float(reply[1])) - now)
+            with contextlib.suppress(UnreadableSchedule):  # a planted 1e300: the poll bounds it
+                if (earliest := stored_number(reply[1], MAX_MS)) is not None:
+                    ahead.append(earliest - now)
             for name, score, flat in zip(reply[2::3], reply[3::3], reply[4::3]):
                 try:
                     call, missed, next_ms = self._fire_call(keys, name, score, flat, now)
-                except (InvalidSchedule, ValueError) as exc:
-                    logger.error("schedule %s of queue %s cannot fire: %s", name, keys.queue, exc)
+                except ServerUnavailable:
+                    raise
+                except Exception as exc:  # one schedule never stops the others
+                    self._unfit_to_fire(keys.queue, name, exc)
                     continue
+                self._unfit.pop((keys.queue, name), None)
                 calls.append(call)
                 planned.append((keys.queue, name, missed))
                 ahead.append(next_ms - now)
@@ -256,18 +292,33 @@ class Scheduler:
     def _fire_call(
         keys: QueueKeys, name: str, score: str, flat: Sequence[str], now: int
     ) -> tuple[Call, int, int]:
-        fields = dict(zip(flat[::2], flat[1::2]))
-        timing: Timing = stored_timing(fields)
-        fence = int(float(score))
-        grace = _int(fields.get("grace_ms")) or 0
-        chosen = plan(timing, fields.get("catch_up", "latest"), grace, fence, now)
+        record = StoredSchedule.of(keys.queue, name, score, flat)
+        fence = record.number("next_ms")
+        if fence is None:  # due, so never +inf: the server changed under us
+            raise UnreadableSchedule(f"schedule {record.name} is due with no next fire time")
+        grace = record.number("grace_ms") or 0
+        timing = stored_timing(record.fields)
+        chosen = plan(timing, record.fields.get("catch_up", "latest"), grace, fence, now)
         fire = script.load("fire")
         call = Call(
             fire,
-            fire.keys_for(keys, schedule=name),
-            [name, fence, chosen.next_ms, chosen.missed, *chosen.ticks],
+            fire.keys_for(keys, schedule=record.name),
+            [record.name, fence, chosen.next_ms, chosen.missed, *chosen.ticks],
         )
         return call, chosen.missed, chosen.next_ms
+
+    def _unfit_to_fire(self, queue: str, name: str, exc: Exception) -> None:
+        """Log why a due schedule cannot fire: at ERROR when the reason is new (a reaper
+        meets it on every pass, 4 times a second), with the traceback when it is a bug."""
+        why = f"{type(exc).__name__}: {exc}"
+        if self._unfit.get((queue, name)) != why:
+            if len(self._unfit) > 10_000:  # bounded: names planted by the thousand
+                self._unfit.clear()
+            self._unfit[(queue, name)] = why
+            logger.error(
+                "schedule %s of queue %s cannot fire: %s", name, queue, why,
+                exc_info=None if isinstance(exc, EchoMQError) else exc,
+            )  # fmt: skip
 
     # -- operator actions (one script each) ---------------------------------------------
 
@@ -284,8 +335,7 @@ class Scheduler:
         record = next((s for s in stored if s.name == name), None)
         next_ms = 0
         if record is not None:  # else the script says EMQNOTFOUND
-            after = max(now, record.last_tick or 0)
-            next_ms = stored_timing(record.fields).next_after(after)
+            next_ms = stored_timing(record.fields).next_after(record.after(now))
         self.connector.run(resume, resume_keys, [name, next_ms])
         return next_ms
 
@@ -316,6 +366,21 @@ def _stored(queue: str, flat: Sequence[Any]) -> list[StoredSchedule]:
             continue
         found.append(StoredSchedule.of(queue, name, score, fields))
     return found
+
+
+@contextlib.contextmanager
+def _alone(queue: str, name: str, what: str) -> Iterator[None]:
+    """One schedule's step of a sync: any failure but a lost server is logged with its
+    name (with the traceback when it is not the engine's: a bug) and the others go on."""
+    try:
+        yield
+    except ServerUnavailable:
+        raise
+    except Exception as exc:  # one schedule never stops the others
+        logger.error(
+            "schedule %s/%s %s: %s: %s", queue, name, what, type(exc).__name__, exc,
+            exc_info=None if isinstance(exc, EchoMQError) else exc,
+        )  # fmt: skip
 
 
 def _log(done: Fired) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -50,6 +51,8 @@ COUNT_MAX = 1000  # missed cron ticks counted per fire (an interval's are counte
 DEFAULT_GRACE_MS = 60_000
 MIN_EVERY_MS = 1000
 MAX_EVERY_MS = 366 * 24 * 3600 * 1000
+MAX_MS = 253_402_300_799_999  # 9999-12-31 23:59:59.999 UTC: the last ms a date can hold
+INT64_MAX = 2**63 - 1  # the most a counter the server increments can reach
 # The fields of the stored definition; the digest covers exactly these.
 DEFINITION_FIELDS = (
     "cron", "every_ms", "timezone", "catch_up", "overlap", "grace_ms",
@@ -66,6 +69,10 @@ class UnknownTimeZone(InvalidSchedule):
     """A time zone name that is not in the IANA database of this machine."""
 
 
+class UnreadableSchedule(InvalidSchedule):
+    """A stored schedule record holding a value that cannot be read (planted or damaged)."""
+
+
 @lru_cache(maxsize=256)
 def zone(name: str) -> ZoneInfo:
     """The IANA zone ``name``, or ``UnknownTimeZone`` (never a path: ZoneInfo refuses those)."""
@@ -77,6 +84,13 @@ def zone(name: str) -> ZoneInfo:
         raise UnknownTimeZone(
             f"unknown time zone {name!r} (expected e.g. 'Europe/Paris')"
         ) from None
+
+
+def _check_ms(t_ms: int) -> int:
+    """``t_ms`` if it is a time a date can hold (1970 to 9999), else ``InvalidSchedule``."""
+    if not 0 <= t_ms <= MAX_MS:
+        raise InvalidSchedule(f"{str(t_ms)[:40]} ms is not a time from 1970 to 9999")
+    return t_ms
 
 
 def _utc_ms(moment: datetime) -> int:
@@ -119,30 +133,40 @@ class Timing:
         return cls(cron=cron, timezone=timezone)
 
     def next_after(self, t_ms: int) -> int:
-        """The first tick strictly after ``t_ms``."""
+        """The first tick strictly after ``t_ms`` (``InvalidSchedule`` past what a date holds)."""
+        _check_ms(t_ms)
         if self.every_ms:
-            return (t_ms // self.every_ms + 1) * self.every_ms
-        start = datetime.fromtimestamp(t_ms / 1000, zone(self.timezone))
-        for moment in CronSim(self.cron, start):
-            tick = _utc_ms(moment)
-            if tick > t_ms:  # a wall-clock tick of a fall-back night can lie behind `start`
-                return tick
-        raise InvalidCron(f"cron expression {self.cron!r} has no tick after {t_ms}")
+            return _check_ms((t_ms // self.every_ms + 1) * self.every_ms)
+        tz = zone(self.timezone)
+        try:
+            start = datetime.fromtimestamp(t_ms / 1000, tz)
+            for moment in CronSim(self.cron, start):
+                tick = _utc_ms(moment)
+                if tick > t_ms:  # a wall-clock tick of a fall-back night can lie behind `start`
+                    return _check_ms(tick)
+        except (ValueError, OverflowError, OSError):  # past year 9999 (in the zone)
+            pass
+        raise InvalidCron(f"cron expression {self.cron!r} has no tick after {t_ms} a date holds")
 
     def due(self, now_ms: int, since_ms: int, limit: int) -> list[int]:
         """Ticks in [since_ms, now_ms], newest first, at most ``limit`` of them."""
+        _check_ms(now_ms)
         if self.every_ms:
             latest = now_ms // self.every_ms * self.every_ms
             return list(range(latest, since_ms - 1, -self.every_ms)[:limit])
-        # now + 1 ms: cronsim's reverse walk starts at the whole second at or before it.
-        start = datetime.fromtimestamp((now_ms + 1) / 1000, zone(self.timezone))
+        tz = zone(self.timezone)
         ticks: list[int] = []
-        for moment in CronSim(self.cron, start, reverse=True):
-            tick = _utc_ms(moment)
-            if tick < since_ms or len(ticks) == limit:
-                break
-            if tick <= now_ms and (not ticks or tick < ticks[-1]):
-                ticks.append(tick)
+        try:
+            # now + 1 ms: cronsim's reverse walk starts at the whole second at or before it.
+            start = datetime.fromtimestamp((now_ms + 1) / 1000, tz)
+            for moment in CronSim(self.cron, start, reverse=True):
+                tick = _utc_ms(moment)
+                if tick < since_ms or len(ticks) == limit:
+                    break
+                if tick <= now_ms and (not ticks or tick < ticks[-1]):
+                    ticks.append(tick)
+        except (ValueError, OverflowError, OSError):  # walked back past year 1 (in the zone)
+            pass
         return ticks
 
     def count(self, now_ms: int, since_ms: int) -> int:
@@ -248,3 +272,26 @@ def stored_timing(fields: dict[str, str]) -> Timing:
             f"stored every_ms is not an integer: {fields['every_ms']!r:.40}"
         ) from None
     return Timing.parse(fields.get("cron") or "", every, fields.get("timezone") or "UTC")
+
+
+def stored_number(value: object, high: int = INT64_MAX) -> int | None:
+    """An integer a schedule's record stores (a time, a score, a count), or None when absent.
+
+    The one reader of a stored number: ``UnreadableSchedule`` for anything that is
+    not a whole number from 0 to ``high`` (text, a fraction, -inf, 10**400, a time
+    past year 9999), so no planted value reaches a date or a float conversion.
+    """
+    if value is None or value == "":
+        return None
+    text = str(value)
+    try:
+        number = int(text)
+    except ValueError:
+        try:  # a score the server formats as a float: 1e+20
+            as_float = float(text)
+        except ValueError:
+            as_float = math.nan
+        number = int(as_float) if as_float.is_integer() else -1
+    if not 0 <= number <= high:
+        raise UnreadableSchedule(f"{text[:40]!r} is not a whole number from 0 to {high}")
+    return number
