@@ -181,13 +181,53 @@ local function gates_free(id, limits)
   end
 end
 
--- A lease renewed: its slots stay held until the new deadline.
-local function gates_extend(id, limits, deadline)
+-- A lease about to be renewed: the concurrency slots it lost, if the cap has room for
+-- them again. A slot is scored by its lease's deadline, so only a lease that ran out
+-- (`last`, the row's lease_deadline, is not after now) can have lost one: a claim's
+-- gate_room dropped it, and may have admitted another job in its place. Renewed as
+-- is, that lease would run on holding no slot (`ZADD XX` adds none): the cap one over.
+-- Reads only, before extend's first write: returns an EMQSTALE error (the lease is
+-- lost, as the fence says it; nothing is written, the reaper sweeps the job) when a
+-- lost slot's cap is full now, else nil and the gates whose slot is to be taken again
+-- (nil: none lost). A live lease, and a job without limits, pay nothing more; a gate
+-- key of another type is taken as held (it admits: see above).
+local function gates_lost(id, limits, last)
+  if not limits or limits == '' then return nil end
+  last = tonumber(last)
+  if last and last > now_ms then return nil end
+  local lost
+  for spec in string.gmatch(limits, '%S+') do
+    local g = string.sub(spec, 1, 5) == 'conc:' and gate_parse(spec)
+    if g then
+      local key = base .. 'gate:' .. g.name
+      if redis.pcall('ZSCORE', key, id) == false then  -- (nil reply: no slot)
+        -- the slots still held: those whose lease has not run out (as gate_room counts)
+        local live = redis.pcall('ZCOUNT', key, '(' .. fmt(now_ms), '+inf')
+        if type(live) == 'number' and live >= g.cap then
+          return redis.error_reply('EMQSTALE extend: the lease ran out and its slot of '
+            .. g.name .. ' was given to another job')
+        end
+        lost = lost or {}
+        lost[g.name] = g
+      end
+    end
+  end
+  return nil, lost
+end
+
+-- A lease renewed: its slots stay held until the new deadline; the slots it lost
+-- (gates_lost) are taken again, counted in their caps.
+local function gates_extend(id, limits, deadline, lost)
   if not limits or limits == '' then return end
   for spec in string.gmatch(limits, '%S+') do
     local name = string.match(spec, '^(conc:[^/]+)/')
     if name then
-      redis.pcall('ZADD', base .. 'gate:' .. name, 'XX', fmt(deadline), id)  -- see gates_free
+      local g = lost and lost[name]
+      if g then
+        gate_take(g, id, deadline)
+      else
+        redis.pcall('ZADD', base .. 'gate:' .. name, 'XX', fmt(deadline), id)  -- see gates_free
+      end
     end
   end
 end
