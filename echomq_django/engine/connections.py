@@ -71,6 +71,19 @@ class _Connections:
             self._all.add(conn)
         return conn
 
+    def drop_idle(self) -> None:
+        """Disconnect the idle ones (each is taken while closed: deque.pop is atomic, so
+        no call has it meanwhile; put back, it reconnects on its next use)."""
+        taken = []
+        for _ in range(len(self._idle)):
+            try:
+                taken.append(self._idle.pop())
+            except IndexError:
+                break
+        for conn in taken:
+            conn.disconnect()
+            self._idle.append(conn)
+
     def close(self) -> None:
         """Disconnect them all, in use or not (as ``pool.disconnect()`` does)."""
         for conn in list(self._all):

@@ -238,6 +238,26 @@ class Connector:
         except Exception as exc:
             raise translate_error(exc) from exc
 
+    def drop_idle(self) -> None:
+        """Close the connections no call is using (the next calls open fresh ones).
+
+        After a lost connection, or at a shutdown: a failover or a network cut may have
+        left them half-open, and a call on one would wait for the whole socket timeout.
+        """
+        client = self.client
+        if isinstance(client, redis.RedisCluster):
+            pools = [
+                node.redis_connection.connection_pool
+                for node in client.get_nodes()
+                if node.redis_connection is not None
+            ]
+        else:
+            pools = [client.connection_pool]
+        for pool in pools:
+            pool.disconnect(inuse_connections=False)
+        if self._connections is not None:
+            self._connections.drop_idle()
+
     def close(self) -> None:
         if self._connections is not None:
             self._connections.close()

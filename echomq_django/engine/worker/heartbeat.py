@@ -18,6 +18,7 @@ anyway.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -93,10 +94,12 @@ class Heartbeat:
             self._registry()
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, deadline: float = math.inf) -> None:
+        """End the beats; a beat stuck on a half-open connection is waited for no
+        longer than ``deadline`` (monotonic): the thread is a daemon."""
         self._done.set()
         self._alarm.wake_up.set()
-        self._thread.join(5)
+        self._thread.join(max(0.25, min(5.0, deadline - time.monotonic())))
         self._send_events()  # the last ones no completion carried
 
     def _loop(self) -> None:

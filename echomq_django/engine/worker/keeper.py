@@ -20,6 +20,7 @@ the job's outcome if it still holds it.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -66,9 +67,11 @@ class Keeper:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, deadline: float = math.inf) -> None:
+        """End the beats; one stuck on a half-open connection is waited for no longer
+        than ``deadline`` (monotonic): the thread is a daemon."""
         self._done.set()
-        self._thread.join(5)
+        self._thread.join(max(0.25, min(5.0, deadline - time.monotonic())))
         send_events(self._jobs, self._events)
 
     def _loop(self) -> None:

@@ -23,7 +23,8 @@ Child -> supervisor, one JSON message per frame:
 Supervisor -> child: ``["config", {...}]`` first, then ``["stop", queue, id, token,
 name, why]`` (the soft stop of one run: ``TimeLimitExceeded`` or ``Cancelled``),
 ``["lost", queue, id, token, why]`` (the lease was lost: discard its outcome) and
-``["shutdown"]`` (stop claiming, finish what runs, say bye).
+``["shutdown", deadline]`` (stop claiming, finish what runs, say bye; ``deadline``:
+``time.monotonic()`` at the grace's end, or null).
 """
 
 from __future__ import annotations

@@ -118,9 +118,10 @@ class Subworker:
     def lose(self, lease: Lease, why: str) -> None:
         self._tell(["lost", *lease.key, why])
 
-    def shutdown(self) -> None:
-        """Stop claiming, give back what has not started, finish what runs, then exit."""
-        self._tell(["shutdown"])
+    def shutdown(self, deadline: float | None = None) -> None:
+        """Stop claiming, give back what has not started, finish what runs, then exit;
+        ``deadline`` (monotonic): when its grace ends (its reads wait no longer)."""
+        self._tell(["shutdown", deadline])
 
     def kill(self, for_key: Key, stop: str = "") -> None:
         """SIGKILL it (``for_key``: the job whose ``stop`` it did not obey, or SHUTDOWN)

@@ -51,7 +51,7 @@ def _obey(orders: Connection, worker: Worker) -> None:
         elif kind == "lost":
             worker.lose((order[1], order[2], order[3]), order[4])
         elif kind == "shutdown":
-            worker.stop()
+            worker.stop(order[1] if len(order) > 1 else None)
 
 
 def main(argv: list[str]) -> int:

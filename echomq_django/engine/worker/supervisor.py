@@ -43,12 +43,15 @@ from .registration import Registration
 from .running import HARD_GRACE_S, Crashed, stopped_failure
 from .stats import Tally, WorkerStats
 from .subworker import Subworker
-from .worker import default_worker_id
+from .worker import LAST_REPLY_S, default_worker_id
 
 logger = logging.getLogger("echomq.worker")
 
 SHUTDOWN: Key = ("", "", 0)  # what a stop's kill is "for": no job's fault
 START_FAILURES = 5  # children that die before they are set up, in a row: give up
+# Past the grace, how long a child running no job may take to end (it sends its last
+# completions, its reads bounded by the grace) before it is killed.
+FLUSH_S = 1.0
 STEADY_S = 30.0  # a child that lived this long was no crash loop: restarts are quick again
 _STOPS = {"TimeLimitExceeded": TimeLimitExceeded, "Cancelled": Cancelled}
 
@@ -143,8 +146,9 @@ class Supervisor:
             self._restart_the_dead()
             self._wake.wait(0.2)
             self._wake.clear()
-        self._stop_children()
-        self._keeper.stop()
+        end = self._stop_children()
+        self.jobs.connector.drop_idle()  # the last calls go on fresh ones
+        self._keeper.stop(end + LAST_REPLY_S)
         for sub in self._subworkers:
             sub.close()
         self._registration.remove()
@@ -217,25 +221,50 @@ class Supervisor:
             self._endings.release(*back)
         self._wake.set()
 
-    def _stop_children(self) -> None:
+    def _stop_children(self) -> float:
         """Children stop claiming and finish their jobs within the grace; past it, those
-        still running are killed, and only then their jobs released."""
-        for sub in self._subworkers:
-            sub.shutdown()
+        still running are killed, and only then their jobs released. Returns the end.
+
+        A child whose board shows no run at the grace's end only sends its last
+        completions (its reads end with the grace: ``Worker.stop``): it gets FLUSH_S
+        more, since killing it would give back jobs that ran and ended, to run again."""
         end = self._stop_time + self.config.grace_s if self._stopping.is_set() else math.inf
-        while any(sub.alive() for sub in self._subworkers) and time.monotonic() < end:
-            self._wake.wait(min(0.1, max(0.0, end - time.monotonic())))
-            self._wake.clear()
+        for sub in self._subworkers:
+            sub.shutdown(None if end == math.inf else end)
+        self._wait_for_children(end)
         late = [sub for sub in self._subworkers if sub.alive()]
-        if late:
-            logger.warning("grace time over: killing %d child worker(s) still running jobs",
-                           len(late))  # fmt: skip
-            self._give_up.set()
-        for sub in late:
-            sub.kill(SHUTDOWN)
+        running = [sub for sub in late if sub.running()]  # each late one in one list
+        flushing = [sub for sub in late if sub not in running and sub.leases]
+        self._kill(running, "still running jobs")
+        self._kill([sub for sub in late if sub not in running + flushing], "holding no job")
+        until = time.monotonic() + FLUSH_S
+        while flushing and self._wait_for_children(min(until, time.monotonic() + 0.05)):
+            # one that begins a run meanwhile (it started before the stop) ends now
+            self._kill([sub for sub in flushing if sub.running()], "still running jobs")
+            if time.monotonic() >= until:
+                break
+        self._kill([sub for sub in flushing if sub.alive()], "still ending their jobs")
         for sub in self._subworkers:
             if sub.reader is not None:
                 sub.reader.join()  # their jobs ended (_ended)
+        return end
+
+    def _wait_for_children(self, end: float) -> bool:
+        """Wait until every child is gone or ``end`` (monotonic); True if one is left."""
+        while any(sub.alive() for sub in self._subworkers) and time.monotonic() < end:
+            self._wake.wait(min(0.1, max(0.0, end - time.monotonic())))
+            self._wake.clear()
+        return any(sub.alive() for sub in self._subworkers)
+
+    def _kill(self, subs: list[Subworker], doing: str) -> None:
+        """Past the grace: kill them (their jobs are ended once each is gone: _ended)."""
+        subs = [sub for sub in subs if sub.alive()]
+        if not subs:
+            return
+        logger.warning("grace time over: killing %d child worker(s) %s", len(subs), doing)
+        self._give_up.set()
+        for sub in subs:
+            sub.kill(SHUTDOWN)
 
     # -- the registry ----------------------------------------------------------------------
 

@@ -15,10 +15,18 @@ its claim id, a completion is idempotent) and refuses sends until the outage's
 backoff has passed. A reply that says its call did not run (NOSCRIPT after a server
 restart, a cluster slot that moved) is run again at once through the connector,
 which loads the script or follows the slot.
+
+A stopping worker's reads are bounded by its stop deadline (``stop_by``), not only by
+the socket timeout: a connection a failover left half-open (open, silent) would
+otherwise hold the shutdown for the whole timeout, and the completions on it would be
+lost. While stopping, a reply is awaited for at most half the time from its send (or
+the stop) to the deadline; then the connection counts as lost, and the completions
+on it are sent again on a fresh one (complete is token-fenced and idempotent).
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -37,6 +45,7 @@ from ..outage import Outage
 
 Answer = Callable[[list[Any]], None]
 _LOST = (redis.ConnectionError, redis.TimeoutError, OSError)
+LOOK_S = 0.1  # a wait for a reply looks at the stop deadline this often
 
 
 @dataclass(eq=False, slots=True)
@@ -56,6 +65,8 @@ class Wire:
         self._lines: dict[str, Any] = {}  # node name ("" on a single server) -> connection
         self._waiting: deque[_Batch] = deque()
         self.down_until = 0.0  # monotonic: sends are refused until then (an outage's backoff)
+        self._stopped_at = math.inf  # monotonic: when the worker began to stop
+        self.deadline = math.inf  # monotonic: no read waits past this (the stop's end)
 
     @property
     def waiting_since(self) -> float:
@@ -88,14 +99,24 @@ class Wire:
             except _LOST as exc:
                 self._fail(exc)
 
+    def stop_by(self, deadline: float) -> None:
+        """The worker stops: from now on no read waits past ``deadline`` (monotonic)."""
+        self._stopped_at = min(self._stopped_at, time.monotonic())
+        self.deadline = deadline
+
     def pump(self, *, wait: bool = False) -> None:
         """Hand the replies that have come to their batches' answers, in the order sent;
-        ``wait``: wait for the oldest batch's replies first."""
+        ``wait``: wait for the oldest batch's replies first (while stopping, no longer
+        than its patience: then the connection counts as lost)."""
         with self.lock:
             while self._waiting:
                 batch = self._waiting[0]
-                if not (wait or self._answered(batch)):
-                    return
+                if not self._answered(batch):
+                    if not wait:
+                        return
+                    if not self._await(batch):
+                        self._fail(redis.TimeoutError("no reply before the stop's deadline"))
+                        return
                 try:
                     replies = self._read(batch)
                 except _LOST as exc:
@@ -126,6 +147,33 @@ class Wire:
             return conn is None or bool(conn.can_read(timeout=0))
         except _LOST:
             return True  # the read will meet the loss and say so
+
+    def _await(self, batch: _Batch) -> bool:
+        """Wait for the batch's first reply: as long as the socket timeout, and while
+        stopping, no longer than its patience. False: it did not come in time."""
+        conn = self._lines.get(batch.lines[0][0])
+        if conn is None:
+            return True  # the read meets the loss and says so
+        timeout = conn.socket_timeout
+        end = math.inf if timeout is None else time.monotonic() + timeout
+        while True:
+            left = min(end, self._patience(batch)) - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                if conn.can_read(timeout=min(left, LOOK_S)):
+                    return True
+            except _LOST:
+                return True
+
+    def _patience(self, batch: _Batch) -> float:
+        """When a stopping worker stops waiting for ``batch``'s replies: halfway from its
+        send (or the stop) to the deadline, leaving the other half to send it again."""
+        deadline = self.deadline
+        if deadline == math.inf:
+            return math.inf
+        begun = max(batch.sent, self._stopped_at)
+        return begun + max(0.0, deadline - begun) / 2
 
     def _read(self, batch: _Batch) -> list[Any]:
         replies: list[Any] = [None] * len(batch.calls)
@@ -167,6 +215,9 @@ class Wire:
         for conn in self._lines.values():
             conn.disconnect()
         self._lines.clear()
+        # The pool's idle connections may be as dead (a failover, a network cut): the
+        # next calls on them (a script reloaded after NOSCRIPT) open fresh ones.
+        self._connector.drop_idle()
         failed = list(self._waiting)
         self._waiting.clear()
         lost = translate_error(exc) if isinstance(exc, Exception) else exc

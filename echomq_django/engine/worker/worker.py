@@ -58,6 +58,10 @@ from .wire import Wire
 
 logger = logging.getLogger("echomq.worker")
 
+# The completions the shutdown sends as the grace ends get this long for their replies
+# (a reachable server answers in a ms); no read waits longer past the grace.
+LAST_REPLY_S = 0.25
+
 
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
@@ -177,7 +181,8 @@ class Worker:
             self._end_running()
         self._ledger.close()
         self._completions.flush()
-        self._heartbeat.stop()
+        self.jobs.connector.drop_idle()  # the last calls go on fresh ones
+        self._heartbeat.stop(self._wire.deadline)
         if self._link is None:
             self._registration.remove()
         self._idle.close()
@@ -186,11 +191,18 @@ class Worker:
         logger.info("worker %s stopped: %s", self.id, self.stats)
         return self.stats
 
-    def stop(self) -> None:
-        """Stop claiming; running jobs get ``grace_s`` to finish. Safe from a signal handler."""
+    def stop(self, deadline: float | None = None) -> None:
+        """Stop claiming; running jobs get ``grace_s`` to finish. Safe from a signal handler.
+
+        ``deadline`` (monotonic, one clock for the machine's processes): when a
+        supervisor ends this child's grace; no read waits past it, so the completions of
+        finished jobs are confirmed, or sent again on a fresh connection, before then."""
         if self._stopping.is_set():
             return
         self._stop_time = time.monotonic()
+        if deadline is None:
+            deadline = self._stop_time + self._grace_s
+        self._wire.stop_by(deadline + LAST_REPLY_S)
         self._stopping.set()
         self._idle.interrupt()
 
