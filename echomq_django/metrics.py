@@ -56,7 +56,8 @@ from .engine.jobs import Jobs, QueueStats
 from .engine.keyspace import STATES
 from .engine.limits import GateState
 from .engine.registry import WorkerInfo, list_workers
-from .engine.scheduler import Scheduler, StoredSchedule
+from .engine.scheduler import Scheduler
+from .engine.stored_schedule import StoredSchedule
 from .queue_totals import COUNTERS, counter_total, known_queues, queue_stats
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

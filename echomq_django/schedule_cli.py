@@ -24,7 +24,8 @@ from rich.table import Table
 from . import conf, schedules
 from .engine.errors import InvalidSchedule
 from .engine.keyspace import validate_schedule_name
-from .engine.scheduler import Scheduler, StoredSchedule
+from .engine.scheduler import Scheduler
+from .engine.stored_schedule import StoredSchedule
 from .engine.times import from_ms
 from .management import queue_arg
 from .queue_totals import known_queues

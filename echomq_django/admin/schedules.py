@@ -20,8 +20,9 @@ from django.shortcuts import render
 from .. import conf, schedules
 from ..engine.errors import CorruptRow, InvalidSchedule
 from ..engine.jobs import Jobs
-from ..engine.scheduler import Scheduler, StoredSchedule
+from ..engine.scheduler import Scheduler
 from ..engine.schedules import Schedule
+from ..engine.stored_schedule import StoredSchedule
 from ..engine.times import from_ms
 from ..queue_totals import known_queues
 from .actions import SCHEDULE_ACTIONS, Action
