@@ -26,18 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core import checks
 
 from . import conf
-from .engine.connector import CLUSTER_SCHEMES
 from .engine.errors import InvalidJobOptions, InvalidQueueName, InvalidURL
 from .engine.keyspace import validate_queue_name
 from .engine.url import mask_url, validate_url
 
-URL_SCHEMES = {"redis", "rediss", "unix", *CLUSTER_SCHEMES}
 TAG = "echomq"
 
 
@@ -103,12 +100,6 @@ def _url_messages(raw: Mapping[str, Any]) -> list[checks.CheckMessage]:
     # Never the URL itself: it holds the password (mask_url hides it, whatever it holds).
     shown = mask_url(url) if isinstance(url, str) else f"a {type(url).__name__}"
     try:
-        scheme = urlsplit(url).scheme if isinstance(url, str) else None
-    except ValueError:  # it does not parse: validate_url says so
-        scheme = None
-    try:
-        if scheme is not None and scheme not in URL_SCHEMES:
-            raise InvalidURL(f"its scheme is not one of {', '.join(sorted(URL_SCHEMES))}")
         validate_url(url)
     except InvalidURL as exc:
         return [

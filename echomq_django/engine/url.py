@@ -16,6 +16,7 @@ from .errors import InvalidURL
 
 # A cluster's URL schemes, and the plain scheme each one's nodes are reached by.
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+URL_SCHEMES = {"redis", "rediss", "unix", *CLUSTER_SCHEMES}
 
 
 def mask_url(url: str) -> str:
@@ -67,6 +68,8 @@ def validate_url(url: object) -> str:
         parts = urlsplit(url)
     except ValueError:  # e.g. an unquoted '[' in the password reads as an IPv6 host
         raise InvalidURL(f"the server URL cannot be parsed; {hint}") from None
+    if parts.scheme not in URL_SCHEMES:
+        raise InvalidURL(f"its scheme is not one of {', '.join(sorted(URL_SCHEMES))}")
     try:
         parts.port  # noqa: B018 - raises ValueError for a port that is not a number
     except ValueError:
