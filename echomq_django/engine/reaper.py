@@ -22,18 +22,17 @@ server (``Scheduler.sync``): that is how an edit in code takes effect on deploy.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .errors import EchoMQError, ServerUnavailable
 from .jobs import DEFAULT_CRASH_BUDGET, SWEEP_LIMIT, Jobs, Sweep
 from .keyspace import QueueKeys
 from .outage import Outage
-from .scheduler import FirePass, Scheduler
+from .scheduler import FirePass, Scheduler, apart
 from .schedules import Schedule
 
 logger = logging.getLogger("echomq.reaper")
@@ -149,9 +148,7 @@ class Reaper:
         if self._synced:
             return
         outcomes: dict[str, str] = {}
-        with _schedules_apart(
-            "storing the declared schedules failed; firing what the server holds"
-        ):
+        with apart("storing the declared schedules failed; firing what the server holds"):
             outcomes = self.scheduler.sync(self.declared or (), self.queues_to_sweep())
         self._synced = True
         for name, outcome in outcomes.items():
@@ -161,7 +158,7 @@ class Reaper:
     def fire(self, queues: Sequence[str]) -> FirePass | None:
         """Fire the due schedules of ``queues`` (each tick once, whoever else fires); None
         when that failed (logged) for another reason than a lost server."""
-        with _schedules_apart("firing the schedules failed; the sweeps go on"):
+        with apart("firing the schedules failed; the sweeps go on"):
             return self.scheduler.fire_due(queues)
         return None
 
@@ -203,19 +200,6 @@ class Reaper:
     def stop(self) -> None:
         """Finish the current call and return from ``run``. Safe from a signal handler."""
         self._stopping.set()
-
-
-@contextlib.contextmanager
-def _schedules_apart(message: str) -> Iterator[None]:
-    """Keep the schedules' failures from the sweeps: whatever a schedule's data or a bug
-    raises is logged and the reaper goes on sweeping leases; a lost server is the outage
-    policy's (``run``). Each schedule's own failure is caught and named by the scheduler."""
-    try:
-        yield
-    except ServerUnavailable:
-        raise
-    except Exception:  # a schedule must never take the lease sweeps down
-        logger.exception(message)
 
 
 __all__ = ["QueueSweep", "Reaper"]

@@ -115,13 +115,13 @@ class Scheduler:
             mine = {s.name: s for s in by_queue.get(queue, [])}
             for name, schedule in mine.items():
                 outcomes[f"{queue}/{name}"] = "failed"  # unless it is stored
-                with _alone(queue, name, "cannot be stored"):
+                with apart(f"schedule {queue}/{name} cannot be stored"):
                     outcomes[f"{queue}/{name}"] = self._sync_one(schedule)
             keys, orphan = QueueKeys.of(queue), script.load("schedule_orphan")
             for stored in self.read(queue)[1]:
                 if stored.name in mine:
                     continue
-                with _alone(queue, stored.name, "cannot be marked orphaned"):
+                with apart(f"schedule {queue}/{stored.name} cannot be marked orphaned"):
                     call_keys = orphan.keys_for(keys, schedule=stored.name)
                     if self.connector.run(orphan, call_keys, [stored.name]):
                         outcomes[f"{queue}/{stored.name}"] = "orphaned"
@@ -260,16 +260,17 @@ class Scheduler:
 
 
 @contextlib.contextmanager
-def _alone(queue: str, name: str, what: str) -> Iterator[None]:
-    """One schedule's step of a sync: any failure but a lost server is logged with its
-    name (with the traceback when it is not the engine's: a bug) and the others go on."""
+def apart(what: str) -> Iterator[None]:
+    """A step that must not stop the ones beside it (one schedule among others, the
+    schedules beside a reaper's sweeps): any failure but a lost server (the outage
+    policy's) is logged, with the traceback when it is not the engine's (a bug)."""
     try:
         yield
     except ServerUnavailable:
         raise
-    except Exception as exc:  # one schedule never stops the others
+    except Exception as exc:
         logger.error(
-            "schedule %s/%s %s: %s: %s", queue, name, what, type(exc).__name__, exc,
+            "%s: %s: %s", what, type(exc).__name__, exc,
             exc_info=None if isinstance(exc, EchoMQError) else exc,
         )  # fmt: skip
 
