@@ -16,6 +16,7 @@ import redis
 from .errors import (
     AccessDenied,
     CancelRequested,
+    CorruptKey,
     EchoMQError,
     JobExists,
     JobNotFound,
@@ -32,6 +33,7 @@ _ERROR_CODES: dict[str, type[EchoMQError]] = {
     "EMQNOTFOUND": JobNotFound,
     "EMQEXISTS": JobExists,
     "EMQSTATE": WrongState,
+    "EMQCORRUPT": CorruptKey,
 }
 _CODE = re.compile(r"(EMQ[A-Z]+)\s+(.*?)(?:\s+script:.*)?$", re.DOTALL)
 # A cluster refusing a call while it reconfigures: TRYAGAIN (a multi-key call while its

@@ -107,6 +107,13 @@ class CorruptRow(EchoMQError):
     """A row that cannot be read as a job (missing or ill-typed fields)."""
 
 
+class CorruptKey(EchoMQError):
+    """A queue's place (pending, active, ...) holds a key of another type than a sorted
+    set: the script was refused before it changed anything. Every call that needs that
+    place is refused the same way until an operator repairs or deletes the key; the
+    queue's other places and the other queues go on."""
+
+
 # The classes below name failures that scripts record in a row's errors list
 # (as exception_class_path); they are raised by nobody.
 

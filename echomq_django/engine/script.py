@@ -13,6 +13,10 @@ A script's header declares its KEYS once, and Python builds every call from it
 (``job``, ``claim``, ``schedule``, ``state_set``, ``idempotency``) and ``<TYPE>``
 one of ZSET, HASH, STRING, SET, STREAM; free text may follow in parentheses. A name the
 keyspace does not know fails at load, so a header cannot drift from the calls.
+
+The header's places are also checked at every call (``_places_guard``): a job's place
+is a sorted set, and a key of another type there would fail a script at its move,
+after its first writes, leaving the job in no place (Redis rolls nothing back).
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ _KEY = re.compile(
     r"\s+(?:ZSET|HASH|STRING|SET|STREAM)\b"
 )
 _ARG = re.compile(r"ARGV\[(?P<at>[^\]]+)\]\s*(?P<text>.*?)(?=\s*ARGV\[|$)")
+# The sorted sets a job or a schedule lives in. The wake-up list is a ZSET too, but
+# written best-effort (a pcall: common.lua), so a planted key there costs only wake-ups.
+PLACES = frozenset(
+    {"pending", "scheduled", "active", "completed", "dead", "state_set", "schedules"}
+)
 
 
 @dataclass(frozen=True)
@@ -115,8 +124,10 @@ class Script:
 
     @classmethod
     def from_source(cls, name: str, source: str) -> Script:
-        body = _expand_includes(source, SCRIPTS_DIR / "includes", (), set())
-        return cls(name, _BOUND.sub(_bound, body), Signature.parse(name, source))
+        signature = Signature.parse(name, source)
+        guarded = _places_guard(source, signature)
+        body = _expand_includes(guarded, SCRIPTS_DIR / "includes", (), set())
+        return cls(name, _BOUND.sub(_bound, body), signature)
 
     def keys_for(self, queue: QueueKeys, **named: Any) -> list[str]:
         """The KEYS of a call on ``queue``, in the header's order. A key built by a
@@ -157,6 +168,33 @@ class Call:
     script: Script
     keys: Sequence[str]
     args: Sequence[Any]
+
+
+def _places_guard(source: str, signature: Signature) -> str:
+    """``source`` with a check of its places put before its first line of code.
+
+    Every place the header names must hold a sorted set, or nothing yet; otherwise the
+    script answers EMQCORRUPT naming the key, before its first write. The check is
+    written here, from the header, so no script can forget one of its places (a TYPE
+    per place: well under a microsecond each).
+    """
+    places = [str(at) for at, key in enumerate(signature.keys, 1) if key in PLACES]
+    if not places:
+        return source
+    guard = (
+        f"for _, at in ipairs({{{', '.join(places)}}}) do\n"
+        "  local kind = redis.call('TYPE', KEYS[at])['ok']\n"
+        "  if kind ~= 'zset' and kind ~= 'none' then\n"
+        "    return redis.error_reply('EMQCORRUPT ' .. KEYS[at] .. ' holds a ' .. kind\n"
+        "      .. ', not a sorted set: nothing was changed; repair or delete the key')\n"
+        "  end\n"
+        "end\n"
+    )
+    lines = source.splitlines(keepends=True)
+    first_code = next(
+        (n for n, line in enumerate(lines) if not line.startswith(("--", "#!"))), len(lines)
+    )
+    return "".join([*lines[:first_code], guard, *lines[first_code:]])
 
 
 def _expand_includes(source: str, folder: Path, stack: tuple[str, ...], done: set[str]) -> str:

@@ -107,7 +107,7 @@ def test_a_queue_set_of_another_type_is_a_page_saying_so(jobs, redis_client, vie
     redis_client.set(KEYS.dead, "planted")
     for url in (ROOT, list_url(Q, "dead"), list_url(Q, "pending")):
         page = get(viewer, url, status=502)
-        assert "WRONGTYPE" in page and "cannot read" in page
+        assert "holds a string, not a sorted set" in page and "cannot read" in page
 
 
 def test_registry_entries_it_did_not_write_do_not_break_the_dashboard(jobs, redis_client, viewer):

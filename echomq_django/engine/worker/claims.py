@@ -35,7 +35,7 @@ from .wire import Wire
 
 logger = logging.getLogger("echomq.worker")
 
-REFUSED_WAIT_S = 1.0  # after a claim the server refused (BUSY, OOM): wait this long
+REFUSED_WAIT_S = 1.0  # after a queue's claim the server refused (BUSY, OOM, a corrupt key)
 
 
 @dataclass(eq=False, slots=True)
@@ -47,6 +47,7 @@ class Round:
     got: int = 0
     held_before: int = 0  # jobs held when it began (a burst ends on an empty round of none)
     next_due: tuple[int, str] | None = None  # (ms from now, queue) of the earliest due job
+    refused: bool = False  # a queue was refused, or passed over while it waits to be asked again
 
 
 class Claims:
@@ -82,6 +83,8 @@ class Claims:
         self._claim_prefix = f"{secrets.token_hex(8)}."
         self._claim_seq = 0
         self._claim_ids: dict[str, str] = {}  # queue -> the id of a claim to replay
+        # queue -> monotonic: its last claim was refused (not an outage); not asked before.
+        self._refused_until: dict[str, float] = {}
         self.current: Round | None = None  # the round in flight
         self.last: Round | None = None  # the last round that ended
         self.retry_at = 0.0  # monotonic: no round before this (the server refused one)
@@ -109,6 +112,9 @@ class Claims:
             want = round.wants.get(share, 0)
             if want <= 0:
                 continue
+            if self._refused_until.get(name, 0.0) > time.monotonic():
+                round.refused = True
+                continue
             call = self._jobs.claim_call(
                 name,
                 self._worker_id,
@@ -126,6 +132,8 @@ class Claims:
             self._wire.send([call], answer)
             return
         self.current, self.last = None, round
+        if round.refused and not round.got:  # ask the refused queue again, not wait idle
+            self.retry_at = min(self._refused_until.values())
 
     def _claimed(
         self, round: Round, name: str, share: Share, want: int, sent: float, replies: list[Any]
@@ -133,7 +141,7 @@ class Claims:
         self._ledger.claiming(share, -want)
         (reply,) = replies
         if isinstance(reply, Exception):
-            self._refused(round, reply)
+            self._refused(round, name, reply)
             return
         try:
             claim = Claim.from_reply(name, reply)
@@ -151,15 +159,22 @@ class Claims:
             self._hold(claim, sent)
         self._next(round)
 
-    def _refused(self, round: Round, exc: Exception) -> None:
-        """The round ends here; the claim is asked again (same id) after a while."""
-        self.current = None
+    def _refused(self, round: Round, queue: str, exc: Exception) -> None:
+        """A lost server ends the round: every claim waits out the outage. A queue the
+        server refused (BUSY, OOM, a place of another type: nothing was changed) is asked
+        again, same claim id, after a while; the round goes on with the other queues, so
+        one broken queue does not stop the worker's others."""
         if isinstance(exc, ServerUnavailable):  # lost, or not run (READONLY, TRYAGAIN)
+            self.current = None
             self.retry_at = time.monotonic() + self._outage.down(exc, "claim")
-        elif isinstance(exc, EchoMQError):  # e.g. BUSY (another script), OOM
-            logger.error("claim failed: %s; retrying in %gs", exc, REFUSED_WAIT_S)
-            self.retry_at = time.monotonic() + REFUSED_WAIT_S
+        elif isinstance(exc, EchoMQError):
+            logger.error("claim from %s failed: %s; asking it again in %gs", queue, exc,
+                         REFUSED_WAIT_S)  # fmt: skip
+            self._refused_until[queue] = time.monotonic() + REFUSED_WAIT_S
+            round.refused = True
+            self._next(round)
         else:
+            self.current = None
             raise exc
 
     def _claim_id(self, queue: str) -> str:
