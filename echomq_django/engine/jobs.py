@@ -338,7 +338,8 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         began: Sequence[bool] | None = None,
     ) -> list[Any]:
         """Pipeline many releases (queue, id, token) in one round trip: 1 per job given
-        back, or the job's typed error (``StaleToken``) as its entry. ``solo``: they were
+        back, ``"dead"`` for one an operator cancelled while it ran, or the job's typed
+        error (``StaleToken``) as its entry. ``solo``: they were
         running in a process that died beside each other (see release.lua). ``began[i]``:
         whether job i's run began (default: all did, which never under-counts a run)."""
         ran = [True] * len(items) if began is None else list(began)

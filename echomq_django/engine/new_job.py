@@ -13,6 +13,7 @@ from .bounds import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_PAYLOAD,
     DEFAULT_RESULT_TTL_MS,
+    MAX_ATTEMPTS,
     MAX_DELAY_MS,
     MAX_DUE_MS,
     MAX_LEASE_MS,
@@ -29,7 +30,7 @@ from .validation import check_int, one_line, utf8
 # to check_int, which raises the error naming it (an int subclass in range passes there).
 _INT_FIELDS = (
     ("priority", MIN_PRIORITY, MAX_PRIORITY),
-    ("max_attempts", 1, 1_000_000),
+    ("max_attempts", 1, MAX_ATTEMPTS),
     ("lease_ms", 0, MAX_LEASE_MS),
     ("timeout_ms", 0, MAX_LEASE_MS),
     ("due_ms", 0, MAX_DUE_MS),

@@ -253,7 +253,7 @@ def test_scripts_take_their_bounds_from_python():
     from echomq_django.engine import bounds
 
     assert f"math.min(tonumber(ARGV[2]), {bounds.PAGE_MAX})" in script.load("page").body
-    assert f"lease <= {bounds.MAX_LEASE_MS}" in script.load("claim").body
+    assert f"int_in(row[at.lease_ms], 1, {bounds.MAX_LEASE_MS}," in script.load("claim").body
     assert all("${" not in s.body for s in SCRIPTS)
     with pytest.raises(ValueError, match="NO_SUCH_BOUND"):
         script.Script.from_source("x", "return ${NO_SUCH_BOUND}")

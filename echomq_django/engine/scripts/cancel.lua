@@ -27,8 +27,5 @@ end
 redis.call('ZREM', KEYS[1], id)
 redis.call('ZREM', KEYS[2], id)
 gate_unhold(jk, id)
-append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.Cancelled",'
-  .. '"traceback":"Cancelled: ' .. ARGV[2] .. '"}', 'Cancelled: ' .. ARGV[2], now_us)
-to_dead(jk, id, KEYS[3], KEYS[4], true)
-bump(KEYS[4], 'cancelled')
+to_dead_cancelled(jk, id, ARGV[2], KEYS[3], KEYS[4])
 return 'dead'

@@ -128,8 +128,7 @@ repeat
       else
         -- Only a lease enqueue allows (1 ms .. 7 days): Lua reads 'inf' and 'nan' as
         -- numbers, and '%d' of an infinite deadline is -2^63 (reaped at once, run twice).
-        local lease = tonumber(row[at.lease_ms])
-        if not (lease and lease >= 1 and lease <= ${MAX_LEASE_MS}) then lease = default_lease end
+        local lease = int_in(row[at.lease_ms], 1, ${MAX_LEASE_MS}, default_lease)
         local deadline = now_ms + lease
         -- The key names the job: 'id' is rewritten from it, so a row planted without
         -- an id (or with another job's) still comes back as this job, and is fenced

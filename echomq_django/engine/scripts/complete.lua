@@ -28,7 +28,7 @@ for i = 1, #KEYS - 3 do
       reply[i] = stale
     end
   else
-    local ttl = tonumber(row[3]) or ${DEFAULT_RESULT_TTL_MS}
+    local ttl = int_in(row[3], 0, ${MAX_DELAY_MS}, ${DEFAULT_RESULT_TTL_MS})
     -- ZREM first: under maxmemory a flagless script is refused at its first write that
     -- may grow memory, and a full server must still finish its jobs.
     redis.call('ZREM', KEYS[1], id)
@@ -44,7 +44,7 @@ for i = 1, #KEYS - 3 do
       redis.call('HSET', jk, 'state', 'completed', 'finished_at', fmt(now_us),
         'result', ARGV[4 * i - 1])
     end
-    redis.call('HDEL', jk, 'worker', 'lease_deadline')
+    redis.call('HDEL', jk, 'worker', 'lease_deadline', 'cancel')  -- (a cancel too late)
     release_idempotency(jk, id, row[4] or '')
     gates_free(id, row[6])
     reply[i] = fmt(now_us)

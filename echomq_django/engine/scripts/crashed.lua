@@ -4,7 +4,8 @@
 -- died (a segfault, an OOM kill, os._exit): the crash is the job's own, without
 -- waiting for the lease to run out. `crashes` + 1 and a WorkerCrashed error; dead
 -- once crashes reach the budget, else back to its old place, solo. Like every
--- crash re-delivery, it spends none of max_attempts (the attempt is refunded).
+-- crash re-delivery, it spends none of max_attempts (the attempt is refunded). A job an
+-- operator cancelled while it ran goes to dead as Cancelled, not charged a crash.
 --
 -- KEYS[1] active  ZSET   KEYS[2] pending  ZSET   KEYS[3] dead  ZSET
 -- KEYS[4] seq     STRING KEYS[5] metrics  HASH   KEYS[6] wake  ZSET
@@ -16,14 +17,20 @@
 -- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.
 -- @include "limits"
 local id, jk, budget = ARGV[1], KEYS[7], tonumber(ARGV[3])
-local stale, row = fence(jk, ARGV[2], 'crashed', 'refunds', 'crashes', 'worker', 'limits')
+local stale, row = fence(jk, ARGV[2], 'crashed', 'refunds', 'crashes', 'worker', 'limits', 'cancel')
 if stale then return stale end
 
 redis.call('ZREM', KEYS[1], id)
 gates_free(id, row[6])
 stamp_run(jk, ARGV[2], ARGV[5])
-local crashes = math.floor(tonumber(row[4]) or 0) + 1
-redis.call('HSET', jk, 'refunds', fmt((tonumber(row[3]) or 0) + 1), 'crashes', fmt(crashes), 'solo', '1')
+local refunds, crashes = int_in(row[3], 0, 2^53, 0) + 1, int_in(row[4], 0, 2^53, 0)
+if row[7] and row[7] ~= '' then
+  redis.call('HSET', jk, 'refunds', fmt(refunds))
+  to_dead_cancelled(jk, id, row[7], KEYS[3], KEYS[5])
+  return {'dead', crashes}
+end
+crashes = crashes + 1
+redis.call('HSET', jk, 'refunds', fmt(refunds), 'crashes', fmt(crashes), 'solo', '1')
 local holder = row[5] or '?'
 append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.WorkerCrashed",'
   .. '"traceback":"WorkerCrashed: on worker ' .. holder .. ', ' .. ARGV[4]

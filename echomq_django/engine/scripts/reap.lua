@@ -16,7 +16,10 @@
 -- * started in a child process (`isolated` is the lease's token): the lease was
 --   lost because the worker itself died (a task can only kill its child, and the
 --   worker reports that itself: crashed.lua). Back free, and solo: its own child.
---   A SIGKILL of a worker is never charged to a job that ran in a child.
+--   A SIGKILL of a worker is not charged to a job that ran in a child, up to the
+--   crash budget's number of times (`lost_isolated` counts them): a job whose worker
+--   keeps dying while it runs (an OOM kill that picks the supervisor, a child that
+--   starves its host) is charged a crash for each loss after that, and ends dead.
 --
 -- * cancelled by an operator while it ran (`cancel` holds the reason): to dead.
 --
@@ -41,7 +44,7 @@ for _, id in ipairs(expired) do
   local row = {}
   if is_row(jk) then
     row = redis.call('HMGET', jk, 'state', 'worker', 'attempts', 'run', 'solo', 'refunds',
-      'crashes', 'isolated', 'cancel', 'limits')
+      'crashes', 'isolated', 'cancel', 'limits', 'lost_isolated')
   end
   if row[1] ~= 'active' then
     dangling = dangling + 1
@@ -49,31 +52,39 @@ for _, id in ipairs(expired) do
     gates_free(id, row[10])
     -- Counters are read, not HINCRBY'd: a corrupt one (not an integer) must not fail the
     -- script after this batch's first moves. It reads as 0.
-    redis.call('HSET', jk, 'refunds', fmt((tonumber(row[6]) or 0) + 1))
-    local to, cancelled = 'pending', row[9] and row[9] ~= ''
+    redis.call('HSET', jk, 'refunds', fmt(int_in(row[6], 0, 2^53, 0) + 1))
+    local to, why = 'pending', nil
+    local cancelled = row[9] and row[9] ~= ''
     if cancelled then  -- cancelled while it ran, and its worker is gone
-      append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.Cancelled",'
-        .. '"traceback":"Cancelled: ' .. row[9] .. '"}', 'Cancelled: ' .. row[9], now_us)
-      bump(KEYS[5], 'cancelled')
+      to_dead_cancelled(jk, id, row[9], KEYS[3], KEYS[5])
       to = 'dead'
     elseif row[4] ~= row[3] then
       unstarted = unstarted + 1
-    elseif row[5] ~= '1' or row[8] == row[3] then
+    elseif row[8] == row[3] then  -- it ran in a child: its worker died, not (yet) it
+      local lost = int_in(row[11], 0, 2^53, 0) + 1
+      redis.call('HSET', jk, 'solo', '1', 'lost_isolated', fmt(lost))
+      if lost > budget then
+        why = ' lost its lease while this job ran in its child, ' .. fmt(lost) .. ' times'
+      end
+    elseif row[5] ~= '1' then
       redis.call('HSET', jk, 'solo', '1')
     else
-      local crashes = math.floor(tonumber(row[7]) or 0) + 1
+      why = ' stopped renewing its lease while this job ran alone on it'
+    end
+    if why then  -- a crash the job is charged with
+      local crashes = int_in(row[7], 0, 2^53, 0) + 1
       redis.call('HSET', jk, 'crashes', fmt(crashes))
       local holder = row[2] or '?'
       append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.WorkerCrashed",'
-        .. '"traceback":"WorkerCrashed: worker ' .. holder .. ' stopped renewing its lease while'
-        .. ' this job ran alone on it (crash ' .. fmt(crashes) .. ' of ' .. fmt(budget) .. ')"}',
+        .. '"traceback":"WorkerCrashed: worker ' .. holder .. why
+        .. ' (crash ' .. fmt(crashes) .. ' of ' .. fmt(budget) .. ')"}',
         'WorkerCrashed: worker ' .. holder .. ' died running it (' .. fmt(crashes) .. '/' .. fmt(budget) .. ')', now_us)
       if crashes >= budget then
+        to_dead(jk, id, KEYS[3], KEYS[5])
         to = 'dead'
       end
     end
     if to == 'dead' then
-      to_dead(jk, id, KEYS[3], KEYS[5], cancelled)
       dead = dead + 1
     else
       to_pending(jk, id, KEYS[2], KEYS[4], false)

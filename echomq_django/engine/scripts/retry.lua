@@ -3,6 +3,8 @@
 -- The error is appended to the row. Past max_attempts (attempts minus refunds),
 -- or when ARGV[6] says give up (a row the worker refuses to run), the job goes
 -- to dead; otherwise to scheduled after the backoff, or straight to pending.
+-- A job an operator cancelled while it ran goes to dead as Cancelled, whatever the
+-- caller asks: its worker may end it before it heard of the cancel.
 --
 -- KEYS[1] active  ZSET   KEYS[2] pending  ZSET   KEYS[3] scheduled  ZSET
 -- KEYS[4] dead    ZSET   KEYS[5] seq      STRING KEYS[6] metrics    HASH
@@ -16,13 +18,17 @@
 -- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.
 -- @include "limits"
 local id, jk = ARGV[1], KEYS[8]
-local stale, row = fence(jk, ARGV[2], 'retry', 'limits')
+local stale, row = fence(jk, ARGV[2], 'retry', 'limits', 'cancel')
 if stale then return stale end
 
 redis.call('ZREM', KEYS[1], id)  -- first: see complete.lua (a full server)
 gates_free(id, row[3])
 stamp_run(jk, ARGV[2], ARGV[7])
 append_error(jk, ARGV[3], ARGV[4], now_us)
+if row[4] and row[4] ~= '' then
+  to_dead_cancelled(jk, id, row[4], KEYS[4], KEYS[6], ARGV[3])
+  return {'dead', now_ms}
+end
 local used, max = used_attempts(jk)
 if ARGV[6] == '1' or used >= max then
   to_dead(jk, id, KEYS[4], KEYS[6])

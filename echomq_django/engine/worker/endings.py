@@ -149,6 +149,8 @@ class Endings:
                 logger.warning(
                     "job %s: could not release it (%s); the reaper will", lease.claimed.id, reply
                 )
+            elif reply == "dead":  # an operator cancelled it while it ran (release.lua)
+                logger.info("job %s %s cancelled: dead", lease.claimed.id, lease.task)
             else:
                 released += 1
                 logger.info("job %s %s released back to pending", lease.claimed.id, lease.task)

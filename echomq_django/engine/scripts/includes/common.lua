@@ -25,6 +25,15 @@ local function bump(key, field, n)
   return nil
 end
 
+-- A whole number read from a row, or `default` when it is not one within lo..hi: Lua's
+-- tonumber reads 'inf', 'nan' and '1e300' as numbers, and '%d' of them is -2^63 (a
+-- job due, or trimmed, at once). Every number a script reads from a row goes through here.
+local function int_in(v, lo, hi, default)
+  local n = tonumber(v)
+  if not n or n ~= n or n < lo or n > hi then return default end
+  return math.floor(n)
+end
+
 local function row_key(id)
   return base .. 'job:' .. id
 end
@@ -78,28 +87,39 @@ local function stamped_error(error_json, worker, at_us)
   return string.sub(error_json, 1, -2) .. ',' .. stamp .. '}'
 end
 
+local ENTRY = ',{"exception_class_path":'
 local function append_error(jk, error_json, summary, at_us)
   local row = redis.call('HMGET', jk, 'errors', 'errors_dropped', 'worker')
   local errors, dropped = row[1], 0
   error_json = stamped_error(error_json, row[3], at_us)
-  if not errors or errors == '' or errors == '[]' then
+  local first = not errors or errors == '' or errors == '[]'
+  if first then
     errors = '[' .. error_json .. ']'
   else
     errors = string.sub(errors, 1, -2) .. ',' .. error_json .. ']'
   end
-  while #errors > ERRORS_MAX do
-    local cut = string.find(errors, ',{"exception_class_path":', 2, true)
-    if not cut then  -- one entry alone over the bound, or records of another shape
-      errors = '[' .. error_json .. ']'
+  if not first and #errors > ERRORS_MAX then
+    -- The oldest entries go: the cut is the first entry start that leaves the rest
+    -- within the bound, found in one pass (the row may be far over it: written before
+    -- the bound, or planted), and the entries before it are counted in the same pass.
+    local keep_from = #errors + 1 - ERRORS_MAX
+    local cut = string.find(errors, ENTRY, keep_from, true)
+    local last = cut or (#errors - #error_json - 1)  -- none fits: keep the new one alone
+    dropped = 1
+    local at = string.find(errors, ENTRY, 2, true)
+    while at and at < last do
       dropped = dropped + 1
-      break
+      at = string.find(errors, ENTRY, at + 1, true)
     end
-    errors = '[' .. string.sub(errors, cut + 1)
-    dropped = dropped + 1
+    if cut then
+      errors = '[' .. string.sub(errors, cut + 1)
+    else
+      errors = '[' .. error_json .. ']'
+    end
   end
   redis.call('HSET', jk, 'errors', errors, 'last_error', summary)
   if dropped > 0 then
-    redis.call('HSET', jk, 'errors_dropped', fmt((tonumber(row[2]) or 0) + dropped))
+    redis.call('HSET', jk, 'errors_dropped', fmt(int_in(row[2], 0, 2^53, 0) + dropped))
   end
 end
 
@@ -158,5 +178,6 @@ end
 
 local function used_attempts(jk)
   local row = redis.call('HMGET', jk, 'attempts', 'refunds', 'max_attempts')
-  return (tonumber(row[1]) or 0) - (tonumber(row[2]) or 0), tonumber(row[3]) or 1
+  return int_in(row[1], 0, 2^53, 0) - int_in(row[2], 0, 2^53, 0),
+    int_in(row[3], 1, ${MAX_ATTEMPTS}, 1)
 end

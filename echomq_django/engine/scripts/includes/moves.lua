@@ -9,7 +9,7 @@
 -- INCR is a pcall and the job keeps its old place in line (or the front) instead.
 -- enqueue, which takes the sequence before its first write, is refused by it instead.
 local function to_pending(jk, id, pending_key, seq_key, fresh)
-  local seq = tonumber(redis.call('HGET', jk, 'seq'))
+  local seq = int_in(redis.call('HGET', jk, 'seq'), 0, 2^53, nil)
   if fresh or not seq then
     local nxt = redis.pcall('INCR', seq_key)
     seq = type(nxt) == 'number' and nxt or seq or 0
@@ -23,7 +23,7 @@ end
 -- Into dead: kept until now + the row's dead_ttl_ms (the set's score). `cancelled`: an
 -- operator's cancel, not a failure (the throughput chart counts failures only).
 local function to_dead(jk, id, dead_key, metrics_key, cancelled)
-  local ttl = tonumber(redis.call('HGET', jk, 'dead_ttl_ms')) or ${DEFAULT_DEAD_TTL_MS}
+  local ttl = int_in(redis.call('HGET', jk, 'dead_ttl_ms'), 0, ${MAX_DELAY_MS}, ${DEFAULT_DEAD_TTL_MS})
   redis.call('ZADD', dead_key, fmt(now_ms + ttl), id)
   redis.call('HSET', jk, 'state', 'dead', 'finished_at', fmt(now_us))
   redis.call('HDEL', jk, 'worker', 'lease_deadline', 'due_ms', 'cancel')
@@ -32,6 +32,20 @@ local function to_dead(jk, id, dead_key, metrics_key, cancelled)
   if not cancelled then
     count_minute('failed')
   end
+end
+
+-- An operator's cancel: a waiting job's (cancel.lua), or a running one's, flagged in its
+-- row ('cancel' = the reason) and honoured by whatever ends its lease (a retry, a
+-- release, a crash, the reaper): the job goes to dead as Cancelled, never back to wait.
+-- `recorded`: the caller's error says Cancelled already (its worker stopped it).
+local CANCELLED = '^{"exception_class_path": ?"echomq_django%.engine%.errors%.Cancelled"'
+local function to_dead_cancelled(jk, id, reason, dead_key, metrics_key, recorded)
+  if not (recorded and string.find(recorded, CANCELLED)) then
+    append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.Cancelled",'
+      .. '"traceback":"Cancelled: ' .. reason .. '"}', 'Cancelled: ' .. reason, now_us)
+  end
+  bump(metrics_key, 'cancelled')
+  to_dead(jk, id, dead_key, metrics_key, true)
 end
 
 -- @include "wake"
