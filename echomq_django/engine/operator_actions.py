@@ -28,7 +28,8 @@ class OperatorActions:
         return str(self.connector.run(cancel, cancel.keys_for(keys, job=job_id), [job_id, reason]))
 
     def delete(self, queue: str, job_id: str) -> str:
-        """Remove the job and its row, whatever its state. Returns the state it was in."""
+        """Remove the job and its row, whatever its state but running (``WrongState``:
+        cancel it first). Returns the state it was in."""
         keys = QueueKeys.of(queue)
         delete = script.load("delete")
         return str(self.connector.run(delete, delete.keys_for(keys, job=job_id), [job_id]))

@@ -421,15 +421,24 @@ def test_cancel_a_waiting_job(jobs, superuser, make):
 
 
 def test_delete_asks_first(jobs, superuser):
-    (job_id,) = seed.active(jobs, "emails")
+    (job_id,) = seed.dead(jobs, "emails")
     ask = superuser.get(job_url("emails", job_id, "delete"))
     assert ask.status_code == 200 and "Yes, delete" in ask.content.decode()
     unconfirmed = superuser.post(job_url("emails", job_id, "delete"))
     assert unconfirmed["Location"] == job_url("emails", job_id, "delete")
-    assert state_of(jobs, "emails", job_id) == "active"
+    assert state_of(jobs, "emails", job_id) == "dead"
     done = superuser.post(job_url("emails", job_id, "delete"), {"confirm": "yes"}, follow=True)
-    assert messages_of(done) == [f"Job {job_id} deleted (it was active)."]
+    assert messages_of(done) == [f"Job {job_id} deleted (it was dead)."]
     assert state_of(jobs, "emails", job_id) is None
+
+
+def test_a_running_job_is_not_deleted_but_may_be_cancelled(jobs, superuser):
+    """Deleting it could not stop its task, and would free its concurrency slot while
+    the task still ran: the operator is told to cancel it."""
+    (job_id,) = seed.active(jobs, "emails")
+    done = superuser.post(job_url("emails", job_id, "delete"), {"confirm": "yes"}, follow=True)
+    assert "is running: cancel it first" in messages_of(done)[0]
+    assert state_of(jobs, "emails", job_id) == "active"
 
 
 def test_retry_all_dead_reports_the_count(jobs, superuser):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from echomq_django.engine.errors import StaleToken
-from echomq_django.engine.keyspace import new_job_id
+from echomq_django.engine.keyspace import QueueKeys, new_job_id
 
 from .conftest import QUEUE, WORKER, error_json, new
 
@@ -22,6 +22,8 @@ def _claim_one(jobs, job_id: str) -> int:
 
 
 def _remove_by_delete(jobs, job_id: str, token: int) -> None:
+    """Its lease ran out (the holder is a zombie now): the operator deletes it."""
+    jobs.connector.client.zadd(QueueKeys.of(QUEUE).active, {job_id: 1})
     assert jobs.delete(QUEUE, job_id) == "active"
 
 

@@ -468,7 +468,8 @@ def test_a_zombie_is_fenced_off_and_changes_nothing(jobs):
 
 def test_a_deleted_job_fences_its_holder(jobs):
     job_id = jobs.enqueue(QUEUE, new()).id
-    c = jobs.claim(QUEUE, WORKER).jobs[0]
+    c = jobs.claim(QUEUE, WORKER, lease_ms=1).jobs[0]
+    time.sleep(0.01)  # its lease ran out: a running job cannot be deleted
     jobs.delete(QUEUE, job_id)
     before = dump(jobs.connector.client)
     with pytest.raises(StaleToken, match="gone"):

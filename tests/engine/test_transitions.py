@@ -580,7 +580,8 @@ def test_delete_removes_the_job_from_any_place(jobs, state):
         new(idempotency_key="k", due_ms=server_ms(jobs) + 60_000 if state == "scheduled" else 0),
     )
     if state in ("active", "completed"):
-        c = claim_one(jobs)
+        c = claim_one(jobs, lease_ms=1)
+        time.sleep(0.01)  # an active job is deleted once its lease ran out, never running
         if state == "completed":
             jobs.complete(QUEUE, c.id, c.token)
     if state == "dead":
@@ -591,6 +592,19 @@ def test_delete_removes_the_job_from_any_place(jobs, state):
     assert jobs.enqueue(QUEUE, new(idempotency_key="k")).created
     with pytest.raises(JobNotFound):
         jobs.delete(QUEUE, e.id)
+
+
+def test_a_running_job_is_not_deleted(jobs):
+    """Deleting it could not stop its task, and its concurrency slot would go with the
+    row while the task still ran: refused, nothing changed, until it ends or its lease
+    runs out."""
+    e = jobs.enqueue(QUEUE, new(idempotency_key="k", limits="conc:t/1"))
+    claim_one(jobs)
+    before = {k: jobs.connector.client.dump(k) for k in jobs.connector.client.scan_iter("*")}
+    with pytest.raises(WrongState, match="is running: cancel it first"):
+        jobs.delete(QUEUE, e.id)
+    after = {k: jobs.connector.client.dump(k) for k in jobs.connector.client.scan_iter("*")}
+    assert after == before
 
 
 def test_trim_drops_rows_past_retention_and_purge_drops_all(jobs):
