@@ -93,6 +93,28 @@ def test_a_hung_task_is_stopped_at_its_time_limit_and_its_slot_reused(
 
 
 @pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_a_stuck_run_past_its_time_limit_never_runs_beside_its_retry(
+    valkey_jobs, valkey_url, spawn, mode
+):
+    """Process mode kills the stuck run's child, so the job is retried per its policy.
+    Thread mode cannot stop the stuck thread: a retry would run beside it (before, the
+    attempt that was abandoned at 3 s still ran when its retry began): it is not retried."""
+    jobs = valkey_jobs
+    job_id = jobs.enqueue("q", job(sleep=6, timeout_ms=1000, max_attempts=2)).id
+    extra = ["--processes", "1"] if mode == "processes" else []
+    spawn("worker", valkey_url, "q", "--lease-ms", "2000", *extra)
+    wait_until(lambda: jobs.get("q", job_id).state == "dead", timeout=30)
+    row = jobs.get("q", job_id)
+    runs = 2 if mode == "processes" else 1
+    assert (row.attempts, len(row.error_list)) == (runs, runs)
+    assert {e["exception_class_path"] for e in row.error_list} == {
+        "echomq_django.engine.errors.TimeLimitExceeded"
+    }
+    if mode == "threads":
+        assert "not retried" in row.last_error
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
 def test_a_running_job_is_cancelled(valkey_jobs, valkey_url, spawn, tmp_path, mode):
     jobs = valkey_jobs
     log = tmp_path / "runs.jsonl"

@@ -3,8 +3,9 @@
 * The handler runs in the worker's executor thread. A soft stop raises
   ``TimeLimitExceeded`` (or ``Cancelled``) inside that thread; a task stuck in one
   long C call sees it only when the call returns, so past the hard grace the run is
-  *abandoned*: its failure is recorded at once, another thread takes its slot, and
-  the stuck thread's eventual outcome is discarded. (A supervised child worker sets
+  *abandoned*: its failure is recorded at once, not retried (the stuck thread may
+  still run, and must never run beside a retry), another thread takes its slot,
+  and the stuck thread's eventual outcome is discarded. (A supervised child worker sets
   no deadlines here: its supervisor stops its runs, and kills it past the grace.)
 * A **solo** job (it was running when a worker died) runs in a child process of
   its own (``children.Child``) whenever the handler can be sent to one (a
@@ -17,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import threading
 import time
@@ -183,8 +185,12 @@ class Runner:
             if run.child is not None:
                 run.child.kill(for_key=run.key)  # its reader then ends the run
             elif self.on_abandon is not None:
-                why = f"{run.stop.__name__ if run.stop else 'stop'}: abandoned after {self.hard_grace_s:g}s"
-                self.on_abandon(run.key, stopped_failure(run.stop or TimeLimitExceeded, why))
+                # Not retried: its thread may run on, and a retry would run the job
+                # twice at once (here or on another worker).
+                why = (f"abandoned {self.hard_grace_s:g}s after it was stopped, its thread "
+                       "stuck; not retried, as it may still run")  # fmt: skip
+                failure = stopped_failure(run.stop or TimeLimitExceeded, why)
+                self.on_abandon(run.key, dataclasses.replace(failure, retry=False))
         return max(0.02, min(soonest - now, 1.0))
 
     def close(self) -> None:
