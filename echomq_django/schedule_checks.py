@@ -6,7 +6,8 @@
     echomq.E102  a schedule names no task, or something that is not a task the worker runs
     echomq.E103  a cron expression the parser refuses
     echomq.E104  a time zone that is not in the IANA database
-    echomq.E105  any other bad value (every, grace, catch_up, overlap, queue, priority, args)
+    echomq.E105  any other bad value (every, grace, catch_up, overlap, queue, priority, args),
+                 or a task whose idempotency key a periodic job cannot keep
 
 ``runreaper`` runs the checks first, so it never starts with a schedule it cannot fire.
 """

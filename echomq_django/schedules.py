@@ -25,8 +25,10 @@ Or next to the task, with the same keys but ``task``::
     def nightly(): ...
 
 A name declared twice (in SCHEDULES and by ``@periodic``, or by two tasks) is a
-check error. Each fired job is what ``task.enqueue(*args, **kwargs)`` would store, with the
-task's own options (max_attempts, lease, retention). The task is resolved the
+check error. Each fired job is what ``task.enqueue(*args, **kwargs)`` would store, with
+every option of the task (priority, max_attempts, lease, timeout, retention, rate limits
+and concurrency); a task option a periodic job cannot keep (an idempotency key, and so
+``unique_for`` or ``debounce``) is a check error. The task is resolved the
 way the worker resolves a row's task (``discovery.resolve_task``): only a Task
 object of an installed app's ``tasks`` module, or of a backend's TASK_MODULES.
 Problems are system check errors (``schedule_checks``), so ``runreaper`` does

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from . import script
 from .connector import Call
-from .errors import EchoMQError, ServerUnavailable
+from .errors import EchoMQError, InvalidSchedule, ServerUnavailable
 from .jobs import Jobs
 from .keyspace import QueueKeys, new_job_id, validate_schedule_name
 from .schedules import (
@@ -103,8 +103,8 @@ class Scheduler:
 
         Returns ``"queue/name" -> outcome`` (created, edited, unchanged, restored,
         orphaned). A definition that did not change writes nothing: its next fire
-        time and record stand, so restarts never repeat or shift a tick. An edited one
-        fires next at its first tick after now and after its last fired tick.
+        time and record stand, so restarts never repeat or shift a tick. An edit is
+        planned by ``replan``.
         """
         by_queue: dict[str, list[Schedule]] = {}
         for schedule in declared:
@@ -134,11 +134,10 @@ class Scheduler:
         for _ in range(SYNC_RETRIES):
             now, stored = self.read(schedule.queue)
             record = next((s for s in stored if s.name == schedule.name), None)
-            after = record.after(now) if record is not None else now
+            next_ms, missed = replan(schedule, record, now)
+            fence = record.score if record is not None else ""
             outcome: str = self.connector.run(  # "unchanged", "retry" or the outcome
-                sync,
-                sync_keys,
-                [schedule.name, schedule.digest, schedule.timing.next_after(after), *pairs],
+                sync, sync_keys, [schedule.name, schedule.digest, next_ms, fence, missed, *pairs]
             )
             if outcome != "retry":
                 return outcome
@@ -257,6 +256,29 @@ class Scheduler:
         """Delete an orphaned schedule's record (``WrongState`` if code still declares it)."""
         remove = script.load("schedule_remove")
         self.connector.run(remove, remove.keys_for(QueueKeys.of(queue), schedule=name), [name])
+
+
+def replan(schedule: Schedule, record: StoredSchedule | None, now: int) -> tuple[int, int]:
+    """(next fire time, ticks given up) of ``schedule`` stored over ``record`` at ``now``.
+
+    A schedule whose timing is unchanged keeps its next fire time: an edit of its job
+    (its arguments, its task's options, an upgrade that stores one more of them) drops
+    no tick, the due ones fire by its catch-up policy. A new timing fires from its first
+    tick after now and after the last tick fired; the old timing's ticks that were due
+    (from the stored next fire time to now, counted as ``plan`` counts) are missed.
+    """
+    if record is None:
+        return schedule.timing.next_after(now), 0
+    after = record.after(now)  # UnreadableSchedule for a planted last tick
+    stored_next = record.next_ms  # None while paused or orphaned (never due)
+    same_timing = all(record.fields.get(f) == v for f, v in schedule.timing_fields().items())
+    if same_timing and stored_next is not None and stored_next > (record.number("last_tick") or -1):
+        return stored_next, 0
+    missed = 0
+    if stored_next is not None and stored_next <= now:
+        with contextlib.suppress(InvalidSchedule):  # an unreadable old timing: none counted
+            missed = stored_timing(record.fields).count(now, stored_next)
+    return schedule.timing.next_after(after), missed
 
 
 @contextlib.contextmanager

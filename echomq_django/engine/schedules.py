@@ -33,9 +33,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from functools import lru_cache
+from itertools import islice
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
@@ -53,12 +55,22 @@ MIN_EVERY_MS = 1000
 MAX_EVERY_MS = 366 * 24 * 3600 * 1000
 MAX_MS = 253_402_300_799_999  # 9999-12-31 23:59:59.999 UTC: the last ms a date can hold
 INT64_MAX = 2**63 - 1  # the most a counter the server increments can reach
+# What every job a schedule fires stores, as ``NewJob`` names it: its job template
+# (``includes/schedule.lua`` reads these fields of the record, in this order).
+JOB_TEMPLATE = (
+    "payload", "task", "priority", "max_attempts", "lease_ms", "result_ttl_ms", "dead_ttl_ms",
+    "timeout_ms", "limits",
+)  # fmt: skip
+# The NewJob fields a tick gives each job (its id and due time: the tick's, now).
+PER_TICK = ("id", "due_ms")
+# The NewJob fields a schedule refuses (``Schedule`` says why): every other one is in
+# JOB_TEMPLATE, so a fired job is the row an enqueue of its task stores.
+REFUSED = ("run_after", "idempotency_key", "throttle_ms", "debounce_ms")
 # The fields of the stored definition; the digest covers exactly these.
 DEFINITION_FIELDS = (
-    "cron", "every_ms", "timezone", "catch_up", "overlap", "grace_ms",
-    "task", "payload", "priority", "max_attempts", "lease_ms", "result_ttl_ms", "dead_ttl_ms",
-    "limits",
+    "cron", "every_ms", "timezone", "catch_up", "overlap", "grace_ms", *JOB_TEMPLATE,
 )  # fmt: skip
+TIMING_FIELDS = ("cron", "every_ms", "timezone")
 
 
 class InvalidCron(InvalidSchedule):
@@ -133,8 +145,11 @@ class Timing:
         return cls(cron=cron, timezone=timezone)
 
     def next_after(self, t_ms: int) -> int:
-        """The first tick strictly after ``t_ms`` (``InvalidSchedule`` past what a date holds)."""
-        _check_ms(t_ms)
+        """The first tick strictly after ``t_ms`` (``InvalidSchedule`` past what a date holds).
+
+        The one definition of a timing's ticks: ``ticks`` chains it, and ``due`` and
+        ``count`` take their ticks from that chain (-1: the walk that may find tick 0)."""
+        _check_ms(max(t_ms, 0))
         if self.every_ms:
             return _check_ms((t_ms // self.every_ms + 1) * self.every_ms)
         tz = zone(self.timezone)
@@ -148,33 +163,63 @@ class Timing:
             pass
         raise InvalidCron(f"cron expression {self.cron!r} has no tick after {t_ms} a date holds")
 
+    def ticks(self, after_ms: int, until_ms: int) -> Iterator[int]:
+        """The ticks in (after_ms, until_ms], oldest first: ``next_after`` chained."""
+        tick = after_ms
+        while True:
+            try:
+                tick = self.next_after(tick)
+            except InvalidSchedule:  # no tick left that a date holds
+                return
+            if tick > until_ms:
+                return
+            yield tick
+
     def due(self, now_ms: int, since_ms: int, limit: int) -> list[int]:
-        """Ticks in [since_ms, now_ms], newest first, at most ``limit`` of them."""
+        """Ticks in [since_ms, now_ms], newest first, at most ``limit`` of them.
+
+        The newest ticks of the forward walk (``ticks``), so a fire and the next fire
+        time agree on every tick, also in a fall-back night's repeated hour. The walk
+        starts where the backward walk puts the oldest of them (a guess, cheap even for
+        a seconds-level cron after a month), and reaches back further while it finds
+        fewer than ``limit`` ticks after it."""
         _check_ms(now_ms)
         if self.every_ms:
             latest = now_ms // self.every_ms * self.every_ms
             return list(range(latest, since_ms - 1, -self.every_ms)[:limit])
+        start = self._reach_back(now_ms, since_ms, limit)
+        while True:
+            found = list(self.ticks(max(start, since_ms - 1), now_ms))
+            if len(found) >= limit or start < since_ms:
+                return found[: -limit - 1 : -1]
+            start = now_ms - 2 * (now_ms - start)
+
+    def _reach_back(self, now_ms: int, since_ms: int, limit: int) -> int:
+        """Just before the oldest of the ``limit`` ticks up to ``now_ms``, by cronsim's
+        backward walk: only a guess of where ``due`` looks, as from a fall-back night's
+        repeated hour that walk skips a day (since_ms - 1 when it reaches ``since_ms``)."""
         tz = zone(self.timezone)
-        ticks: list[int] = []
+        seen = 0
         try:
             # now + 1 ms: cronsim's reverse walk starts at the whole second at or before it.
             start = datetime.fromtimestamp((now_ms + 1) / 1000, tz)
             for moment in CronSim(self.cron, start, reverse=True):
                 tick = _utc_ms(moment)
-                if tick < since_ms or len(ticks) == limit:
+                if tick < since_ms:
                     break
-                if tick <= now_ms and (not ticks or tick < ticks[-1]):
-                    ticks.append(tick)
+                seen += tick <= now_ms
+                if seen >= limit:
+                    return tick - 1
         except (ValueError, OverflowError, OSError):  # walked back past year 1 (in the zone)
             pass
-        return ticks
+        return since_ms - 1
 
     def count(self, now_ms: int, since_ms: int) -> int:
         """How many ticks lie in [since_ms, now_ms] (cron: at most ``COUNT_MAX``)."""
         if self.every_ms:
             first = -(-since_ms // self.every_ms)
             return max(0, now_ms // self.every_ms - first + 1)
-        return len(self.due(now_ms, since_ms, COUNT_MAX))
+        return sum(1 for _ in islice(self.ticks(since_ms - 1, now_ms), COUNT_MAX))
 
     def describe(self) -> str:
         if self.cron:
@@ -211,8 +256,10 @@ def plan(timing: Timing, catch_up: str, grace_ms: int, next_ms: int, now_ms: int
 class Schedule:
     """A schedule as declared in code: its name and queue, its timing, its job template.
 
-    ``job`` carries what every fired job stores (payload, task, priority, attempts,
-    lease and retention); its id and due time are not used. ``overlap="skip"`` (the
+    ``job`` carries what every fired job stores (``JOB_TEMPLATE``: the payload, the task
+    and every option an enqueue stores); its id and due time are the tick's. An option
+    a periodic job cannot keep (``REFUSED``: a run_after, an idempotency key, throttle or
+    debounce) is refused rather than dropped. ``overlap="skip"`` (the
     default) skips a tick while the job of the previous one is pending, scheduled or
     running, so a slow job or a stopped worker never piles up copies of one job.
     """
@@ -245,22 +292,32 @@ class Schedule:
         if not 0 <= self.grace_ms <= MAX_EVERY_MS:
             raise InvalidSchedule("grace must be between 0 and 366 days")
         self.job.validate()
+        for option in REFUSED:
+            if getattr(self.job, option) != _NEW_JOB_DEFAULTS[option]:
+                raise InvalidSchedule(
+                    f"a schedule's job takes no {option}: each tick is one job already, "
+                    "due at its tick (overlap 'skip' keeps one at a time)"
+                )
 
     def definition(self) -> dict[str, str]:
         """The fields stored in the schedule's hash (what ``fire.lua`` reads)."""
-        job = self.job
-        values = (
-            self.cron, self.every_ms, self.timezone, self.catch_up, self.overlap, self.grace_ms,
-            job.task, job.payload, job.priority, job.max_attempts, job.lease_ms,
-            job.result_ttl_ms, job.dead_ttl_ms, job.limits,
-        )  # fmt: skip
+        values = [self.cron, self.every_ms, self.timezone, self.catch_up, self.overlap,
+                  self.grace_ms, *(getattr(self.job, name) for name in JOB_TEMPLATE)]  # fmt: skip
         return {name: str(value) for name, value in zip(DEFINITION_FIELDS, values, strict=True)}
+
+    def timing_fields(self) -> dict[str, str]:
+        """The part of ``definition`` that says when it fires (an edit of it is replanned)."""
+        definition = self.definition()
+        return {name: definition[name] for name in TIMING_FIELDS}
 
     @property
     def digest(self) -> str:
         """Names the definition: a schedule whose digest changed was edited in code."""
         text = json.dumps(self.definition(), sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+_NEW_JOB_DEFAULTS = {f.name: f.default for f in fields(NewJob)}
 
 
 def stored_timing(fields: dict[str, str]) -> Timing:

@@ -22,7 +22,7 @@
 -- edited or removed) or 'early' (a tick is ahead of the server clock).
 -- Error: EMQSTATE when the schedule's record is not a whole definition (nothing written).
 -- @include "moves"
--- @include "store_job"
+-- @include "schedule"
 local name, fence = ARGV[1], tonumber(ARGV[2])
 for i = 2, #ARGV do
   if not tonumber(ARGV[i]) then
@@ -37,13 +37,12 @@ local n = #ARGV - 4
 if fence > now_ms or (n > 0 and tonumber(ARGV[#ARGV]) > now_ms) then
   return {'early', 0, 0}
 end
-local def = is_row(KEYS[7]) and redis.call('HMGET', KEYS[7], 'payload', 'task', 'priority',
-  'max_attempts', 'lease_ms', 'result_ttl_ms', 'dead_ttl_ms', 'overlap', 'last_job', 'paused',
-  'orphaned', 'limits')
-if not def or not def[7] then
+local template = is_row(KEYS[7]) and schedule_template(KEYS[7])
+if not template then
   return redis.error_reply('EMQSTATE schedule ' .. name .. ' has no whole definition')
 end
-if def[10] == '1' or def[11] == '1' then
+local def = redis.call('HMGET', KEYS[7], 'overlap', 'last_job', 'paused', 'orphaned')
+if def[3] == '1' or def[4] == '1' then
   return {'stale', 0, 0}  -- a paused or orphaned schedule is never due (its score is +inf)
 end
 
@@ -58,8 +57,8 @@ local function tick_job_id(tick)
 end
 
 local ids, skipped, outcome = {}, 0, 'fired'
-if n > 0 and def[8] == 'skip' and def[9] and def[9] ~= '' then
-  local state = redis.pcall('HGET', row_key(def[9]), 'state')
+if n > 0 and def[1] == 'skip' and def[2] and def[2] ~= '' then
+  local state = redis.pcall('HGET', row_key(def[2]), 'state')
   if state == 'pending' or state == 'scheduled' or state == 'active' then
     outcome, skipped = 'skipped', n
   end
@@ -71,8 +70,7 @@ if outcome == 'fired' and n > 0 then
     local jk = row_key(id)
     seq = seq + 1
     if redis.call('EXISTS', jk) == 0 then
-      store_job(jk, id, seq, KEYS[1], KEYS[2], def[1], def[2], def[3], def[4], def[5], 0, '',
-        def[6], def[7], '', nil, def[12])
+      store_schedule_job(template, jk, id, seq, KEYS[1], KEYS[2])
       ids[#ids + 1] = id
     end
   end

@@ -11,24 +11,23 @@
 -- Reply: {id, state}. Error: EMQNOTFOUND, EMQSTATE (orphaned, or not a whole definition),
 -- EMQEXISTS (a row with this id exists).
 -- @include "moves"
--- @include "store_job"
+-- @include "schedule"
 local name, id = ARGV[1], ARGV[2]
 if not is_row(KEYS[6]) then
   return redis.error_reply('EMQNOTFOUND schedule ' .. name)
 end
-local def = redis.call('HMGET', KEYS[6], 'payload', 'task', 'priority', 'max_attempts',
-  'lease_ms', 'result_ttl_ms', 'dead_ttl_ms', 'orphaned', 'limits')
-if def[8] == '1' then
+if redis.call('HGET', KEYS[6], 'orphaned') == '1' then
   return redis.error_reply('EMQSTATE schedule ' .. name .. ' is orphaned: it is no longer declared')
 end
-if not def[7] then
+local template = schedule_template(KEYS[6])
+if not template then
   return redis.error_reply('EMQSTATE schedule ' .. name .. ' has no whole definition')
 end
 if redis.call('EXISTS', KEYS[7]) == 1 then
   return redis.error_reply('EMQEXISTS job ' .. id .. ' exists already')
 end
-local state = store_job(KEYS[7], id, redis.call('INCR', KEYS[3]), KEYS[1], KEYS[2], def[1],
-  def[2], def[3], def[4], def[5], 0, '', def[6], def[7], '', nil, def[9])
+local state = store_schedule_job(template, KEYS[7], id, redis.call('INCR', KEYS[3]), KEYS[1],
+  KEYS[2])
 redis.call('HSET', KEYS[6], 'last_job', id)
 wake(KEYS[5])
 bump(KEYS[4], 'enqueued')
