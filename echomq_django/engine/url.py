@@ -8,7 +8,7 @@ the wrong place (and whose errors would then print pieces of the password);
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit
 
 from redis.connection import parse_url
 
@@ -18,39 +18,66 @@ from .errors import InvalidURL
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 URL_SCHEMES = {"redis", "rediss", "unix", *CLUSTER_SCHEMES}
 
+# The query parameters shown with their values: redis-py's URL_QUERY_ARGUMENT_PARSERS
+# (numbers, flags, versions) and its two documented options that are names, not
+# secrets. Any other parameter may be a password (a name redis-py passes through).
+SHOWN_PARAMS = frozenset(
+    {
+        "db", "socket_timeout", "socket_connect_timeout", "socket_read_size",
+        "socket_keepalive", "retry_on_timeout", "retry_on_error", "max_connections",
+        "health_check_interval", "ssl_check_hostname", "ssl_include_verify_flags",
+        "ssl_exclude_verify_flags", "ssl_min_version", "timeout", "protocol",
+        "legacy_responses", "client_name", "ssl_cert_reqs",
+    }
+)  # fmt: skip
+
 
 def mask_url(url: str) -> str:
-    """The URL with its passwords replaced by ``***``: safe for logs, pages and errors.
+    """The URL as it may be shown (logs, checks, pages, errors): every secret in it ``***``.
 
-    Both places redis-py reads a password from are masked: the userinfo
-    (``redis://user:pw@host``) and the query (``?password=pw``). It holds for a
-    password with unquoted ``#``, ``/``, ``?``, ``@`` or ``:`` too, which URL
-    parsers split in the wrong place: everything from the first ``:`` of the
-    userinfo to the *last* ``@`` of the URL is masked, and everything after a
-    ``password=``. The rest is kept verbatim (an IPv6 host keeps its brackets).
+    redis-py reads a password from the userinfo (``redis://user:pw@host``) and
+    from any query parameter: it percent-decodes the names (``?pass%77ord=pw``)
+    and hands the ones it does not know to the connection (``?ssl_password=``).
+    So the shown form is built from the parts, not from the text: the userinfo
+    keeps its user name only, the query keeps the parameters of ``SHOWN_PARAMS``
+    with their values, every other one is ``name=***``, and everything after it
+    is ``***`` too: a raw ``&`` in a password makes its tail look like more
+    parameters. A fragment is never sent, but may be the tail of a password cut
+    at a raw ``#``: ``#***``. It holds for unquoted ``#``, ``/``, ``?``, ``@`` or
+    ``:`` in a password, which URL parsers split in the wrong place: the userinfo
+    runs to the *last* ``@`` of the URL, and when a ``/``, ``?`` or ``#`` comes
+    before that ``@`` there is no telling where the password ends: all but the
+    scheme is ``***``. Text that is no URL is ``***`` whole.
     """
     scheme, sep, rest = url.partition("://")
-    if not sep:
-        return "***" if ("@" in url or "password" in url.lower()) else url
-    hidden: list[tuple[int, int]] = []  # spans of ``rest`` to mask
-    at = rest.rfind("@")
-    colon = rest.find(":", 0, at)
-    if at >= 0 and colon >= 0:
-        hidden.append((colon + 1, at))
-    for match in _PASSWORD_PARAM.finditer(rest):
-        hidden.append((match.end(), len(rest)))  # up to the end: '&' or '#' may be in it
-    merged: list[list[int]] = []
-    for start, end in sorted(hidden):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    for start, end in reversed(merged):
-        rest = rest[:start] + "***" + rest[end:]
-    return f"{scheme}://{rest}"
+    if not sep or not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+        return "***"
+    userinfo, at, rest = rest.rpartition("@")
+    if re.search(r"[/?#]", userinfo):  # an '@' in a password, but in the userinfo or the query?
+        return f"{scheme}://***"
+    user, colon, _ = userinfo.partition(":")
+    rest, hash_, _ = rest.partition("#")
+    location, question, query = rest.partition("?")
+    shown = f"{scheme}://{user}{colon and ':***'}{at}{location}"
+    if question:
+        shown += "?" + _masked_query(query)
+    return shown + ("#***" if hash_ else "")
 
 
-_PASSWORD_PARAM = re.compile(r"[?&]password=", re.IGNORECASE)
+def _masked_query(query: str) -> str:
+    """The query's parameters as ``mask_url`` shows them (see there)."""
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True)  # as redis-py decodes them
+    except ValueError:
+        return "***"
+    shown = []
+    for number, (name, value) in enumerate(pairs):
+        if name not in SHOWN_PARAMS:
+            rest = "&***" if number + 1 < len(pairs) else ""
+            shown.append(f"{quote(name, safe='')}=***{rest}")
+            break
+        shown.append(f"{name}={quote(value, safe=',')}")
+    return "&".join(shown)
 
 
 def validate_url(url: object) -> str:

@@ -1,7 +1,7 @@
 """A password in the server URL never shows: not in errors, logs, banners or admin pages.
 
-Every test puts ``SECRET`` in the URL (userinfo or ``?password=``, the two
-places redis-py reads one from) and looks for it everywhere the URL or a
+Every test puts ``SECRET`` in the URL (the userinfo, or any query parameter:
+redis-py passes the ones it does not know on, by their decoded names) and looks for it everywhere the URL or a
 connection error could surface.
 """
 
@@ -15,12 +15,14 @@ import traceback
 from pathlib import Path
 
 import pytest
+from redis.connection import URL_QUERY_ARGUMENT_PARSERS
 
 from echomq_django import conf
 from echomq_django.devserver import EmbeddedServer, free_port
 from echomq_django.engine.connector import Connector, mask_url
 from echomq_django.engine.errors import ServerUnavailable
 from echomq_django.engine.jobs import Jobs, NewJob
+from echomq_django.engine.url import SHOWN_PARAMS
 
 SECRET = "Tr0ub4dor-s3cret"
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,10 +39,28 @@ ROOT = Path(__file__).resolve().parents[2]
         (f"unix:///run/r.sock?password={SECRET}", "unix:///run/r.sock?password=***"),
         (f"redis://u:{SECRET}@[::1]:6379/0", "redis://u:***@[::1]:6379/0"),
         ("redis://h:6379/0", "redis://h:6379/0"),
+        # redis-py decodes a parameter's name, and passes the ones it does not know on
+        (f"redis://h:1/0?pass%77ord={SECRET}", "redis://h:1/0?password=***"),
+        (f"rediss://h/0?ssl_password={SECRET}", "rediss://h/0?ssl_password=***"),
+        (f"redis://h/0?db=2&PassWord={SECRET}", "redis://h/0?db=2&PassWord=***"),
+        (f"redis://h/0?ssl_keyfile=k.pem&x={SECRET}", "redis://h/0?ssl_keyfile=***&***"),
+        (f"redis://h/0?password=a&{SECRET}=", "redis://h/0?password=***&***"),  # a raw '&'
+        (f"redis://h/0?socket_timeout=0.5#{SECRET}", "redis://h/0?socket_timeout=0.5#***"),
+        (f"redis://h/0?password={SECRET}@x:1/y", "redis://***"),  # an '@' in the query
+        (f"h:6379?password={SECRET}", "***"),  # no scheme: no telling what is what
+        (
+            "redis://h/0?db=1&socket_connect_timeout=2&client_name=api%20one&protocol=3",
+            "redis://h/0?db=1&socket_connect_timeout=2&client_name=api%20one&protocol=3",
+        ),
     ],
 )
 def test_mask_url(url, masked):
     assert mask_url(url) == masked
+
+
+def test_the_shown_parameters_are_redis_pys_typed_ones():
+    """A parameter redis-py parses (a number, a flag) is shown; a new one is a decision."""
+    assert set(URL_QUERY_ARGUMENT_PARSERS) <= SHOWN_PARAMS
 
 
 def test_settings_show_the_url_masked(settings):

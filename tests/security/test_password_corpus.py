@@ -2,7 +2,9 @@
 
 A corpus of awkward passwords (``#``, ``/``, ``?``, ``@``, ``:``, ``%``, spaces,
 non-ASCII), each written into the URL the ways people write it: percent-quoted
-(right), raw in the userinfo, raw in ``?password=``. Every place a URL or a
+(right), raw in the userinfo, raw in ``?password=``, and in the other places
+of the query redis-py takes a secret from (``?pass%77ord=``, ``?ssl_password=``,
+any name it does not know) or a fragment cuts one into. Every place a URL or a
 connection error surfaces is searched for any piece of the password: the system
 checks (with --deploy), the CLI's errors and output, the admin's pages, the
 logs of ``runreaper`` and ``runworker``. URL parsers split an unquoted password
@@ -44,6 +46,17 @@ def forms(password: str, port: int) -> dict[str, str]:
     }
 
 
+def query_forms(password: str, port: int) -> dict[str, str]:
+    """The places in the query redis-py also takes a secret from, and a fragment."""
+    quoted = quote(password, safe="")
+    return {
+        "decoded name": f"redis://127.0.0.1:{port}/0?pass%77ord={quoted}",
+        "mixed case": f"redis://127.0.0.1:{port}/0?db=0&PassWord={password}",
+        "ssl_password": f"rediss://127.0.0.1:{port}/0?ssl_password={quoted}&db=0",
+        "fragment": f"redis://127.0.0.1:{port}/0?socket_timeout=5#{password}",
+    }
+
+
 def assert_hidden(password: str, text: str, where: str) -> None:
     for piece in pieces(password):
         assert piece not in text, f"{where}: {piece!r} of {password!r} shows in {text!r}"
@@ -58,7 +71,7 @@ def locked(valkey_server):
 
 @pytest.mark.parametrize("password", PASSWORDS)
 def test_mask_url_hides_every_piece(password):
-    for form, url in forms(password, 6379).items():
+    for form, url in {**forms(password, 6379), **query_forms(password, 6379)}.items():
         masked = mask_url(url)
         assert_hidden(password, masked, form)
         assert "***" in masked, masked
@@ -91,11 +104,15 @@ def test_processes_started_with_it_never_print_it(password, valkey_server):
     """Quoted, the password is right: the processes run, and print the URL masked.
     Raw, a URL is refused (or, for a '%' that starts no escape, works): never printed."""
     with EmbeddedServer(binary=valkey_server.binary, password=password) as own:
-        for form, url in forms(password, own.port).items():
+        every = {
+            **forms(password, own.port),
+            "decoded name": query_forms(password, own.port)["decoded name"],
+        }
+        for form, url in every.items():
             url = url.replace("echomq:", "default:")
             for args in (["runreaper", "--once"], ["runworker", "--burst"], ["echomq", "ping"]):
                 done = manage_py(*args, url=url)
                 assert_hidden(password, done.stdout + done.stderr, f"{args[0]}, {form}")
                 assert "Traceback" not in done.stderr, done.stderr
-                if form == "quoted":
+                if form in ("quoted", "decoded name"):  # both are right: redis-py decodes
                     assert done.returncode == 0, done.stderr
