@@ -1,7 +1,10 @@
-"""What ``manage.py echomq`` prints: pure views, data in, rich renderable out.
+"""What ``manage.py echomq`` prints: pure views, data in, rich renderable out, and
+the console they are printed on.
 
-Data is shown as data: every row field and exception text goes through
-``printable`` (control characters escaped), and the console prints no markup.
+Data is shown as data: the views put server text in as it is, and ``DataConsole``
+escapes every string it renders (control characters through ``printable``) and
+reads none as markup. One point for every cell, title and line: a view or a
+column added later cannot forget it.
 """
 
 from __future__ import annotations
@@ -9,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rich.console import Group, JustifyMethod
+from rich.console import Console, Group, JustifyMethod
 from rich.table import Table
+from rich.text import Text
 
 from .engine.jobs import Job, QueueStats
 from .engine.keyspace import STATES
@@ -18,6 +22,24 @@ from .engine.limits import GateState
 from .engine.times import from_ms, from_us
 from .management import printable
 from .queue_totals import COUNTERS, event_totals
+
+
+class DataConsole(Console):
+    """A console for server data: every string it renders is escaped, none is markup.
+
+    Rows, registry entries and exception texts are data anyone who can write to
+    the server (or any task) fills: an ESC sequence in one would clear the
+    operator's screen or forge a hyperlink, a bidi override rewrite what a cell
+    seems to say, ``[link=...]`` be read as markup. Rich turns every string it
+    is given (a table's cells, titles, captions; a printed line) into text
+    through ``render_str``: escaping there covers them all.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options, markup=False, emoji=False, highlight=False)
+
+    def render_str(self, text: str, **options: Any) -> Text:
+        return super().render_str(printable(text), **options)
 
 
 def stats_view(stats: Sequence[QueueStats], every: float | None = None) -> Group:
@@ -79,17 +101,18 @@ def job_view(job: Job, payload_limit: int = 1000) -> Table:
     table.add_column("value", overflow="fold")
     for name, value in rows:
         if value:
-            table.add_row(name, printable(value))
+            table.add_row(name, value)
     for number, error in enumerate(job_errors(job), 1):
-        table.add_row(f"error {number}", printable(str(error.get("exception_class_path", "?"))))
+        table.add_row(f"error {number}", str(error.get("exception_class_path", "?")))
     return table
 
 
 def job_tracebacks(job: Job) -> str:
-    """Each error's traceback as plain lines, as written (copyable, never folded)."""
+    """Each error's traceback as plain lines, as written (copyable: print it with
+    ``soft_wrap``, never folded)."""
     return "".join(
-        f"\nerror {number}: {printable(str(error.get('exception_class_path', '?')))}\n"
-        f"{printable(str(error.get('traceback', ''))).rstrip()}\n"
+        f"\nerror {number}: {error.get('exception_class_path', '?')}\n"
+        f"{str(error.get('traceback', '')).rstrip()}\n"
         for number, error in enumerate(job_errors(job), 1)
     )
 
@@ -109,12 +132,10 @@ def ping_view(report: dict[str, Any]) -> Table:
     cache = f"{len(report['scripts']) - len(missing)}/{len(report['scripts'])} scripts cached"
     if missing:
         cache += f"; not yet loaded (on first use): {', '.join(missing)}"
-    table = Table(title=printable(f"EchoMQ server {report['url']}"), show_header=False)
+    table = Table(title=f"EchoMQ server {report['url']}", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
-    table.add_row(
-        "server", printable(f"{report['product']} {report['version']} ({report['mode']})")
-    )
+    table.add_row("server", f"{report['product']} {report['version']} ({report['mode']})")
     table.add_row(
         "round trip",
         f"min {rtt['min']:.3f} ms · median {rtt['median']:.3f} ms · max {rtt['max']:.3f} ms"

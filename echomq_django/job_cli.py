@@ -35,7 +35,7 @@ from .engine.nodes import server_time_us
 from .engine.registry import WorkerInfo, list_workers, queue_labels
 from .engine.rows import counted_attempts_of
 from .engine.times import EPOCH, from_us
-from .management import count_arg, printable, queue_arg
+from .management import count_arg, queue_arg
 
 NEWEST_FIRST = ("completed", "dead")  # what an operator looks for there is the latest
 PAGE_FIELDS = (
@@ -99,11 +99,11 @@ def jobs_view(queue: str, state: str, total: int, rows: Sequence[dict[str, Any]]
     for r in rows:
         table.add_row(
             r["id"],
-            printable(r.get("task") or ""),
+            r.get("task") or "",
             f"{r.get('attempts') or 0}/{r.get('max_attempts') or '?'}",
             _when_us(r.get("enqueued_at")),
             _when_us(r.get("finished_at")),
-            printable((r.get("last_error") or "")[:120]),
+            (r.get("last_error") or "")[:120],
         )
     return table
 
@@ -177,10 +177,10 @@ def workers_view(workers: Sequence[dict[str, Any]], now: float) -> Group:
         running.add_column(name, justify="right" if right else "left", overflow="fold")
     for w in workers:
         table.add_row(
-            printable(w["id"]),
-            printable(w["host"]),
+            w["id"],
+            w["host"],
             str(w["pid"]),
-            printable(", ".join(queue_labels(w["queues"], w["sizes"]))),
+            ", ".join(queue_labels(w["queues"], w["sizes"])),
             f"{len(w['running'])}/{w['concurrency']}"
             + (f" in {w['processes']} processes" if w["processes"] else ""),
             _ago(now - w["started_at"]),
@@ -188,12 +188,12 @@ def workers_view(workers: Sequence[dict[str, Any]], now: float) -> Group:
         )
         for j in w["jobs"]:
             running.add_row(
-                printable(j["id"]),
-                printable(j["task"] or "?"),
-                printable(j["queue"] or "?"),
+                j["id"],
+                j["task"] or "?",
+                j["queue"] or "?",
                 str(j["attempt"] or "?"),
                 "?" if j["running_s"] is None else _ago(j["running_s"]),
-                printable(w["id"]),
+                w["id"],
             )
     return Group(table, running) if running.row_count else Group(table)
 

@@ -35,12 +35,13 @@ from contextlib import contextmanager
 from typing import Any, TextIO, cast
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from echomq_django import conf, job_cli, outbox, schedule_cli, tail_cli
 from echomq_django.cli_views import (
+    DataConsole,
     job_errors,
     job_tracebacks,
     job_view,
@@ -154,11 +155,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, subcommand: str, **options: Any) -> None:
         self.stdout.ending = ""  # rich and the JSON writer end their own lines
-        self.console = Console(
+        self.console = DataConsole(  # every string escaped, "[/]" or "[link=...]" no markup
             file=cast(TextIO, self.stdout),  # an OutputWrapper: a TextIO by delegation
-            highlight=False,
-            markup=False,  # row text like "[/]" or "[link=...]" is data, never markup
-            emoji=False,
             no_color=options["no_color"],
             force_terminal=options["force_color"] or None,
         )
@@ -231,7 +229,7 @@ class Command(BaseCommand):
             self.emit_json({**dataclasses.asdict(job), "errors": job_errors(job)})
         else:
             self.console.print(job_view(job))
-            self.stdout.write(job_tracebacks(job))
+            self.console.print(job_tracebacks(job), soft_wrap=True, end="")
 
     def do_cancel(self, job_id: str, queue: str | None, as_json: bool, **_: Any) -> None:
         jobs = conf.get_jobs()
