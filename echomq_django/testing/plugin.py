@@ -37,7 +37,7 @@ def echomq_server() -> Iterator[TestServer]:
     from django.conf import settings
 
     raw = getattr(settings, "ECHOMQ", {}) or {}
-    server = start(raw.get("URL"))
+    server = start(raw.get("URL"), raw.get("OPTIONS"))
     try:
         yield server
     finally:

@@ -6,20 +6,32 @@ one per test process, so ``pytest -n`` workers never share one), or the server
 ``ECHOMQ_TEST_URL`` the process uses the URL's db plus its ``pytest-xdist`` worker
 number (``gw3``: db + 3), as Django suffixes test database names. Either way the
 database is flushed before and after each test that uses it: it must be one the
-tests own, so a URL equal to ``settings.ECHOMQ["URL"]`` (the dev server's jobs) is
-refused.
+tests own. So ``ECHOMQ_TEST_URL`` is refused when it reaches the database of
+``settings.ECHOMQ["URL"]`` (the dev server's jobs), however it is spelled, and
+when its database holds EchoMQ queues or workers at the start of the session
+(another deployment's, or a killed run's: the plugin cannot tell which).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 
 from ..devserver import EmbeddedServer
+from ..engine.connector import Connector
+from ..engine.errors import EchoMQError
+from ..engine.jobs import Jobs
+from ..engine.nodes import primaries
+from ..engine.registry import list_workers
+from ..engine.url import CLUSTER_SCHEMES, mask_url
 
 TEST_URL_ENV = "ECHOMQ_TEST_URL"
+PROBE_TIMEOUT_S = 2.0  # a server that does not answer in this long is compared by address
 
 
 class TestServerError(RuntimeError):
@@ -64,17 +76,113 @@ def with_db_offset(url: str, offset: int) -> str:
     return urlunsplit(parts._replace(path=f"/{int(path) + offset}"))
 
 
-def start(dev_url: str | None) -> TestServer:
-    """The session's server: ``ECHOMQ_TEST_URL`` (never the dev URL), else a new embedded one."""
+def start(dev_url: str | None, options: Mapping[str, Any] | None = None) -> TestServer:
+    """The session's server: ``ECHOMQ_TEST_URL`` (a database of the tests' own), else a new
+    embedded one. ``options`` are ``settings.ECHOMQ["OPTIONS"]`` (TLS, a user name)."""
     given = os.environ.get(TEST_URL_ENV, "").strip()
     if given:
         url = with_db_offset(given, worker_number())
-        if dev_url is not None and url == dev_url:
+        if dev_url is not None and same_database(url, dev_url, options or {}):
             raise TestServerError(
-                f"{TEST_URL_ENV} is settings.ECHOMQ['URL']: the test plugin flushes its "
+                f"{TEST_URL_ENV} ({mask_url(url)}) reaches the database of "
+                f"settings.ECHOMQ['URL'] ({mask_url(dev_url)}): the test plugin flushes its "
                 "database before and after each test; give the tests a database of their own "
                 "(another db number or server)"
             )
+        refuse_a_database_in_use(url, options or {})
         return TestServer(url)
     server = EmbeddedServer().start()
     return TestServer(server.url, server)
+
+
+def same_database(url: str, other: str, options: Mapping[str, Any]) -> bool:
+    """Whether two URLs reach one database, however they are spelled.
+
+    By what the servers say they are when both answer (a shared ``run_id``: one
+    server, one node of a cluster), else by their addresses: ``localhost``,
+    ``127.0.0.1`` and ``::1`` are one host, a missing port is 6379, a missing db 0.
+    """
+    ours, theirs = server_ids(url, options), server_ids(other, options)
+    if ours and theirs:
+        return bool(ours & theirs) and database_number(url) == database_number(other)
+    return address(url) == address(other)
+
+
+def server_ids(url: str, options: Mapping[str, Any]) -> set[str]:
+    """The ``run_id`` of each primary ``url`` reaches (none when it does not answer)."""
+    try:
+        connector = probe(url, options)
+    except EchoMQError:
+        return set()
+    try:
+        found = {node.info("server").get("run_id") for node in primaries(connector)}
+        return {str(run_id) for run_id in found if run_id}
+    except EchoMQError:
+        return set()
+    finally:
+        connector.close()
+
+
+def probe(url: str, options: Mapping[str, Any]) -> Connector:
+    """A connector that gives up after PROBE_TIMEOUT_S (a dev server that is down)."""
+    timeouts = {"socket_timeout": PROBE_TIMEOUT_S, "socket_connect_timeout": PROBE_TIMEOUT_S}
+    return Connector.from_url(url, **{**options, **timeouts})
+
+
+def database_number(url: str) -> int:
+    """The db ``url`` selects, as redis-py reads it: ``?db=``, else the path, else 0."""
+    parts = urlsplit(url)
+    if parts.scheme in CLUSTER_SCHEMES:
+        return 0  # a cluster has db 0 only
+    given = parse_qs(parts.query).get("db", [""])[0] or (
+        "" if parts.scheme == "unix" else unquote(parts.path).replace("/", "")
+    )
+    return int(given) if given.isdigit() else 0
+
+
+def address(url: str) -> tuple[str, str, int, int]:
+    """Where ``url`` connects, normalized: (tcp or unix, host or socket path, port, db)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # no URL: only the same text is the same place
+        return ("text", url, 0, 0)
+    if parts.scheme == "unix":
+        return ("unix", os.path.realpath(unquote(parts.path)), 0, database_number(url))
+    host = (parts.hostname or "localhost").lower()
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name
+        loopback = False
+    try:
+        port = parts.port or 6379
+    except ValueError:
+        port = 0
+    return ("tcp", "loopback" if loopback else host, port, database_number(url))
+
+
+def refuse_a_database_in_use(url: str, options: Mapping[str, Any]) -> None:
+    """Refuse a test database that EchoMQ queues or workers use before the first test.
+
+    The plugin leaves its database empty after each test, so queues or workers
+    found at the start are someone else's: another deployment's, a dev worker's,
+    or a killed test run's. Only a person can tell which; flushing would lose
+    them if they are not the tests' own.
+    """
+    try:
+        connector = probe(url, options)
+    except EchoMQError:
+        return  # unreachable: the first test says so
+    try:
+        queues, workers = Jobs(connector).queues(), list_workers(connector)
+    except EchoMQError:
+        return
+    finally:
+        connector.close()
+    if queues or workers:
+        found = ", ".join([*(f"queue {q}" for q in queues), *(f"worker {w.id}" for w in workers)])
+        raise TestServerError(
+            f"{TEST_URL_ENV} ({mask_url(url)}) is an EchoMQ database in use ({found[:200]}): "
+            "the test plugin flushes its database before and after each test. Give the tests "
+            "an empty database of their own; if these are left over from a test run that was "
+            "killed, empty it yourself (FLUSHDB) and run again"
+        )

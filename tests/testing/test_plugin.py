@@ -12,13 +12,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from echomq_django.engine.connector import Connector
-from echomq_django.engine.jobs import Jobs, NewJob
+from tests.testing.conftest import DEV_DB, TEST_DB
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = Path(__file__).resolve().parent / "userproject"
 USER_TESTS = 12  # the tests in userproject/shop_tests
-DEV_DB, TEST_DB = 5, 6
 
 
 def run_user_suite(
@@ -45,23 +43,6 @@ def run_user_suite(
         cwd=PROJECT, env=env, capture_output=True, text=True, timeout=120,
         stdin=subprocess.DEVNULL, check=False,
     )  # fmt: skip
-
-
-@pytest.fixture
-def dev_server(valkey_server):
-    """A "dev server" db holding a dev worker's pending job, which the tests must not meet."""
-    url = valkey_server.url.rsplit("/", 1)[0]
-    client = redis.Redis.from_url(f"{url}/{DEV_DB}")
-    client.flushdb()
-    redis.Redis.from_url(f"{url}/{TEST_DB}").flushdb()
-    jobs = Jobs(Connector.from_url(f"{url}/{DEV_DB}"))
-    jobs.register_queue("default")
-    dev_job = jobs.enqueue("default", NewJob(payload="{}", task="dev.tasks.work"))
-    before = sorted(client.keys())
-    yield url, dev_job.id
-    assert sorted(client.keys()) == before, "the tests wrote to the dev server's database"
-    assert jobs.get("default", dev_job.id).state == "pending"
-    jobs.connector.close()
 
 
 def test_the_users_suite_passes_on_an_embedded_server_of_its_own(dev_server):
@@ -113,7 +94,7 @@ def test_ECHOMQ_TEST_URL_equal_to_the_dev_url_is_refused(dev_server):
     url, _ = dev_server
     proc = run_user_suite(f"{url}/{DEV_DB}", f"{url}/{DEV_DB}", "-k", "starts_empty")
     assert proc.returncode != 0
-    assert "ECHOMQ_TEST_URL is settings.ECHOMQ['URL']" in proc.stdout + proc.stderr
+    assert "reaches the database of settings.ECHOMQ['URL']" in proc.stdout + proc.stderr
 
 
 def test_the_plugin_is_installed_with_the_package():
