@@ -48,7 +48,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from django.http import HttpRequest, HttpResponse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
+from django.views.decorators.vary import vary_on_headers
 
 from . import conf, outbox
 from .engine.errors import EchoMQError
@@ -210,6 +212,8 @@ def _allowed(request: HttpRequest) -> bool:
 
 
 @require_safe
+@never_cache  # it answers per credential: no shared cache may keep one user's page
+@vary_on_headers("Authorization", "Cookie")
 def prometheus_view(request: HttpRequest) -> HttpResponse:
     """The Prometheus text page; 403 without access, 503 while the server cannot be read."""
     if not _allowed(request):

@@ -137,6 +137,9 @@ def test_a_bearer_token_reads_the_page(client, jobs, scrape_token):
     response = client.get(URL, headers={"authorization": scrape_token})
     assert response.status_code == 200
     assert response["Content-Type"] == metrics.CONTENT_TYPE
+    # Answered per credential: no shared cache may keep it and hand it to another.
+    assert "no-store" in response["Cache-Control"] and "private" in response["Cache-Control"]
+    assert {"authorization", "cookie"} <= {v.strip().lower() for v in response["Vary"].split(",")}
     body = response.content.decode()
     assert_strict_exposition(body)
     assert samples(body)[("echomq_jobs", (("queue", "default"), ("state", "pending")))] == 1
