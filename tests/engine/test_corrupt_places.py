@@ -231,3 +231,33 @@ def test_a_worker_claims_from_its_other_queues_meanwhile_and_the_repaired_one_go
         thread.join(10)
     assert set(done) == set(healthy) | set(broken)
     assert set(assert_one_place(jobs).values()) == {"completed"}
+
+
+def test_a_burst_worker_waits_for_a_refused_queue_after_another_one_recovered(jobs):
+    """A refusal is forgotten once its queue answers: before, the recovered queue's old
+    refusal time (already past) was taken as when to ask again, and a burst worker
+    whose other queue was refused meanwhile took that for "nothing to do" and ended
+    with that queue's job left pending (the reviewer's reproduction)."""
+    client = jobs.connector.client
+    other = QueueKeys.of("other")
+    (first,) = enqueue_n(jobs, 1)
+    client.hset(K.active, "planted", "1")  # this queue is refused from the start
+
+    def handler(claimed):
+        if "trigger" in claimed.job.payload:
+            client.delete(K.active)  # the first queue recovers; once it has answered...
+            time.sleep(1.3)
+            client.hset(other.dead, "planted", "1")  # ...the other one breaks,
+            jobs.enqueue("other", new())  # with a job waiting in it, for 0.3 s
+            threading.Timer(0.3, client.delete, [other.dead]).start()
+        return Success("null")
+
+    jobs.enqueue("other", new('{"n": "trigger"}'))
+    worker = Worker(jobs, [QUEUE, "other"], handler, burst=True, lease_ms=5000, grace_s=5.0)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    thread.join(30)
+    worker.stop()
+    assert not thread.is_alive()
+    assert client.zcard(other.pending) == 0, "the burst ended with the other queue's job left"
+    assert jobs.get(QUEUE, first).state == "completed"

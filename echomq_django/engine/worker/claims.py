@@ -133,7 +133,10 @@ class Claims:
             return
         self.current, self.last = None, round
         if round.refused and not round.got:  # ask the refused queue again, not wait idle
-            self.retry_at = min(self._refused_until.values())
+            now = time.monotonic()
+            self.retry_at = min(
+                (t for t in self._refused_until.values() if t > now), default=now + REFUSED_WAIT_S
+            )
 
     def _claimed(
         self, round: Round, name: str, share: Share, want: int, sent: float, replies: list[Any]
@@ -149,6 +152,7 @@ class Claims:
             self.current = None  # a bug: the worker stops (driver.py); no round is left open
             raise
         del self._claim_ids[name]  # answered: the next claim is a new one
+        self._refused_until.pop(name, None)  # and the queue is no longer refused
         if claim.next_due_ms is not None:
             delta = claim.next_due_ms - claim.now_ms
             if round.next_due is None or delta < round.next_due[0]:
