@@ -60,7 +60,11 @@ def translate_error(exc: Exception) -> Exception:
         return exc
     if isinstance(exc, _DENIED) or isinstance(exc.__context__, ssl.SSLCertVerificationError):
         return AccessDenied(f"{type(exc).__name__}: {exc}")
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, *_NOT_RUN)):
+    # InvalidResponse: what answered does not speak RESP (an HTTP port, a proxy's page).
+    if isinstance(
+        exc,
+        (redis.ConnectionError, redis.TimeoutError, redis.exceptions.InvalidResponse, *_NOT_RUN),
+    ):
         return ServerUnavailable(f"{type(exc).__name__}: {exc}")
     message = str(exc)
     if isinstance(exc, redis.ResponseError):

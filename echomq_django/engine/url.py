@@ -74,9 +74,9 @@ def _masked_query(query: str) -> str:
     for number, (name, value) in enumerate(pairs):
         if name not in SHOWN_PARAMS:
             rest = "&***" if number + 1 < len(pairs) else ""
-            shown.append(f"{quote(name, safe='')}=***{rest}")
+            shown.append(f"{quote(name, safe='', errors='backslashreplace')}=***{rest}")
             break
-        shown.append(f"{name}={quote(value, safe=',')}")
+        shown.append(f"{name}={quote(value, safe=',', errors='backslashreplace')}")
     return "&".join(shown)
 
 

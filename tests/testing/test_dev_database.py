@@ -9,6 +9,9 @@ by address.
 
 from __future__ import annotations
 
+import socket
+import threading
+
 import pytest
 import redis
 
@@ -40,6 +43,23 @@ def own(valkey_server):
 def test_spellings_of_one_database_are_the_same(own, test_url, dev_url, up):
     port = own.port if up else free_port()
     assert same_database(test_url.format(port=port), dev_url.format(port=port), {})
+
+
+def test_an_endpoint_that_is_no_server_is_compared_by_address(own):
+    """Something that answers, but not in RESP (an HTTP port): no protocol error escapes."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+
+        def answer_http() -> None:
+            for _ in range(4):
+                conn, _ = listener.accept()
+                with conn:
+                    conn.recv(1024)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+
+        threading.Thread(target=answer_http, daemon=True).start()
+        assert same_database(f"redis://127.0.0.1:{port}/0", f"redis://localhost:{port}", {})
+        assert not same_database(f"redis://127.0.0.1:{port}/0", own.url, {})
 
 
 @pytest.mark.parametrize("up", [True, False], ids=["server up", "server down"])
