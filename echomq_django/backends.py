@@ -94,7 +94,10 @@ class EchoMQBackend(BaseTaskBackend):
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         self.enqueue_on_commit = outbox.commit_mode(self.options.get("ENQUEUE_ON_COMMIT", False))
-        self.task_modules: tuple[str, ...] = tuple(self.options.get("TASK_MODULES", ()))
+        modules = self.options.get("TASK_MODULES", ())
+        self.task_modules: tuple[str, ...] = (
+            () if conf.task_modules_problem(modules) else tuple(modules)
+        )
         # A bad TASKS entry must not crash imports of tasks modules or `manage.py
         # check` itself: the problems are reported by check() and raised on enqueue.
         self.problems = self.configuration_problems()
@@ -135,6 +138,8 @@ class EchoMQBackend(BaseTaskBackend):
                     )
                 )
         if problem := conf.enqueue_on_commit_problem(self.options.get("ENQUEUE_ON_COMMIT", False)):
+            problems.append(checks.Error(f"{where}['OPTIONS']: {problem}.", id="echomq.E006"))
+        if problem := conf.task_modules_problem(self.options.get("TASK_MODULES", [])):
             problems.append(checks.Error(f"{where}['OPTIONS']: {problem}.", id="echomq.E006"))
         try:
             JobOptions.parse({name: self.options.get(name.upper()) for name in JOB_OPTIONS})

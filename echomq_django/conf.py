@@ -25,6 +25,7 @@ The connector is built lazily on first use and rebuilt when the settings change
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -96,6 +97,20 @@ def enqueue_on_commit_problem(value: object) -> str:
     shown = value if isinstance(value, (str, int, float)) else type(value).__name__
     allowed = " or ".join(repr(v) for v in ENQUEUE_ON_COMMIT_VALUES)
     return f"ENQUEUE_ON_COMMIT must be {allowed}, not {str(shown)[:40]!r}"
+
+
+def task_modules_problem(value: object) -> str:
+    """Why ``value`` is not a TASK_MODULES setting ("" when it is one): a list of
+    dotted module paths. A string would be read letter by letter, each a module."""
+    if isinstance(value, (list, tuple)) and all(
+        isinstance(path, str) and _MODULE_PATH.fullmatch(path) for path in value
+    ):
+        return ""
+    shown = value if isinstance(value, (str, int, float)) else type(value).__name__
+    return f"TASK_MODULES must be a list of dotted module paths, not {str(shown)[:40]!r}"
+
+
+_MODULE_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 def get_settings() -> EchoMQSettings:

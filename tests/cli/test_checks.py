@@ -209,6 +209,18 @@ def test_enqueue_on_commit_takes_true_or_false_only(good_settings, value):
         assert backend_messages(good_settings) == []
 
 
+@pytest.mark.parametrize("value", ["extjobs", [5], ["ok", "not a module"], ("a..b",), None, {}])
+def test_task_modules_takes_a_list_of_dotted_module_paths_only(good_settings, value):
+    """A string was read letter by letter, each letter a module ('No module named b'
+    from an unrelated check, and the task never ran)."""
+    good_settings.TASKS["default"]["OPTIONS"] = {"TASK_MODULES": value}
+    [message] = backend_messages(good_settings)
+    assert message.id == "echomq.E006" and "TASK_MODULES must be a list" in message.msg
+    for value in (["extjobs", "shop.jobs"], ()):
+        good_settings.TASKS["default"]["OPTIONS"] = {"TASK_MODULES": value}
+        assert backend_messages(good_settings) == []
+
+
 def test_an_evicting_memory_policy_is_a_warning(lru_server):
     connector = Connector.from_url(lru_server.url)
     [finding] = server_findings(connector)
