@@ -26,6 +26,8 @@ worker keeps going). What it does, in order:
    attempt that may be retried is logged by the worker, once the server has
    said what became of it (retried or dead), its traceback on that line; its
    result reads READY with the errors so far until the next attempt starts.
+   A run ended outside the task's process (killed, crashed) cannot send it: the
+   worker does (``finished_outside``).
 
 ``KeyboardInterrupt`` or ``SystemExit`` raised *by a task* (``sys.exit()`` in
 task code) is a failed attempt like any other exception: recorded, retried
@@ -272,6 +274,25 @@ def finish(sender: type, result: AnyTaskResult, status: TaskResultStatus) -> Non
         task_finished.send(sender=sender, task_result=result)
     except Exception:
         logger.exception("a task_finished receiver failed for task %s", result.id)
+
+
+def finished_outside(claimed: Claimed) -> None:
+    """``task_finished`` for a task whose last run ended outside its process: a child
+    killed at its time limit or by an operator's cancel, or one that crashed. The task
+    could not send it; the worker sends it, with the result as stored (FAILED)."""
+    try:
+        job = conf.get_jobs().get(claimed.queue, claimed.id)  # (a supervisor holds no rows)
+        if job is None:
+            return
+        backend = prepare(job)[2]  # (and it is a task this process may run)
+        stored = backend.get_result(claimed.id)
+    except Exception:  # a row it cannot read: the worker's log line is all there is
+        logger.exception("task_finished for job %s could not be sent", claimed.id)
+        return
+    try:
+        task_finished.send(sender=type(backend), task_result=stored)
+    except Exception:
+        logger.exception("a task_finished receiver failed for task %s", stored.id)
 
 
 def keep(exc: BaseException) -> None:

@@ -110,8 +110,8 @@ class CorruptRow(EchoMQError):
 class CorruptKey(EchoMQError):
     """A queue's place (pending, active, ...) holds a key of another type than a sorted
     set: the script was refused before it changed anything. Every call that needs that
-    place is refused the same way until an operator repairs or deletes the key; the
-    queue's other places and the other queues go on."""
+    place is refused the same way until an operator repairs or deletes the key (the
+    queue's stats and pages too: they read every place); the other queues go on."""
 
 
 # The classes below name failures that scripts record in a row's errors list

@@ -338,7 +338,7 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         began: Sequence[bool] | None = None,
     ) -> list[Any]:
         """Pipeline many releases (queue, id, token) in one round trip: 1 per job given
-        back, ``"dead"`` for one an operator cancelled while it ran, or the job's typed
+        back, ``"cancelled"`` for one an operator cancelled while it ran (dead now), or the job's typed
         error (``StaleToken``) as its entry. ``solo``: they were
         running in a process that died beside each other (see release.lua). ``began[i]``:
         whether job i's run began (default: all did, which never under-counts a run)."""

@@ -45,7 +45,7 @@ class Claim:
 
 @dataclass(frozen=True, slots=True)
 class RetryOutcome:
-    state: str  # 'pending', 'scheduled' or 'dead'
+    state: str  # 'pending', 'scheduled', 'dead', or 'cancelled' (dead: an operator's cancel)
     due_ms: int
 
 

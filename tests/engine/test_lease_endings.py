@@ -58,7 +58,7 @@ def test_a_cancelled_job_whose_task_failed_meanwhile_ends_dead(jobs, options):
     c = held(jobs)
     assert jobs.cancel(QUEUE, job_id) == "cancelling"
     out = jobs.retry(QUEUE, job_id, c.token, error=error_json(), summary="boom", **options)
-    assert out.state == "dead"
+    assert out.state == "cancelled"
     cancelled_dead(jobs, job_id)
     assert "builtins.ValueError" in row(jobs, job_id)["errors"]  # the task's own error kept
 
@@ -85,7 +85,7 @@ def test_a_cancelled_job_whose_child_died_ends_dead_uncharged(jobs):
     (job_id,) = enqueue_n(jobs, 1)
     c = held(jobs)
     jobs.cancel(QUEUE, job_id)
-    assert jobs.crashed(QUEUE, job_id, c.token, why="killed", crash_budget=3).state == "dead"
+    assert jobs.crashed(QUEUE, job_id, c.token, why="killed", crash_budget=3).state == "cancelled"
     cancelled_dead(jobs, job_id)
     assert "crashes" not in row(jobs, job_id)
 
@@ -117,6 +117,9 @@ def test_a_job_whose_worker_keeps_dying_under_it_in_a_child_ends_dead(jobs):
     assert rounds == 2 * budget  # free the first `budget` times, then charged
     assert (r["crashes"], r["lost_isolated"]) == (str(budget), str(2 * budget))
     assert "in its child, 6 times" in r["errors"]
+    assert jobs.retry_dead(QUEUE, [job_id]).moved == 1  # revived: a fresh budget, crashes too
+    r = row(jobs, job_id)
+    assert r["state"] == "pending" and "crashes" not in r and "lost_isolated" not in r
 
 
 # -- rows far over their bounds -----------------------------------------------------------
@@ -136,7 +139,7 @@ def test_errors_far_over_their_bound_are_cut_in_one_short_call(jobs):
     assert len(r["errors"]) <= 64 * 1024
     assert kept[-1]["traceback"] == "ValueError: boom"
     assert int(r["errors_dropped"]) + len(kept) == entries + 1
-    assert took < 1.0, f"one retry took {took:.2f}s"
+    assert took < 3.0, f"one retry took {took:.2f}s"  # the trim one entry at a time: ~15 s
 
 
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e300", "-5", "x"])

@@ -13,7 +13,8 @@
 -- ARGV[1] job id   ARGV[2] token   ARGV[3] crash budget (>= 1)
 -- ARGV[4] how it died (one line, no quotes or backslashes)   ARGV[5] µs since its run began
 --
--- Reply: {state, crashes} with state 'pending' or 'dead'.
+-- Reply: {state, crashes} with state 'pending' or 'dead', or 'cancelled' (dead, by an
+-- operator's cancel: not charged).
 -- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.
 -- @include "limits"
 local id, jk, budget = ARGV[1], KEYS[7], tonumber(ARGV[3])
@@ -27,7 +28,7 @@ local refunds, crashes = int_in(row[3], 0, 2^53, 0) + 1, int_in(row[4], 0, 2^53,
 if row[7] and row[7] ~= '' then
   redis.call('HSET', jk, 'refunds', fmt(refunds))
   to_dead_cancelled(jk, id, row[7], KEYS[3], KEYS[5])
-  return {'dead', crashes}
+  return {'cancelled', crashes}
 end
 crashes = crashes + 1
 redis.call('HSET', jk, 'refunds', fmt(refunds), 'crashes', fmt(crashes), 'solo', '1')

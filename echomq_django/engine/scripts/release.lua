@@ -12,7 +12,7 @@
 -- ARGV[4] began (0: its run never began, it waited in the holder's read-ahead: the
 --         run its claim recorded, and the worker id it added, are taken back)
 --
--- Reply: 1, or 'dead' (cancelled). Error: EMQSTALE when the caller no longer holds the lease.
+-- Reply: 1, or 'cancelled' (dead, by an operator's cancel). Error: EMQSTALE when the caller no longer holds the lease.
 -- @include "limits"
 local id, jk = ARGV[1], KEYS[6]
 local stale, row = fence(jk, ARGV[2], 'release', 'limits', 'refunds', 'cancel')
@@ -25,7 +25,7 @@ gates_free(id, row[3])
 redis.call('HSET', jk, 'refunds', fmt(int_in(row[4], 0, 2^53, 0) + 1))
 if row[5] and row[5] ~= '' then
   to_dead_cancelled(jk, id, row[5], KEYS[7], KEYS[4])
-  return 'dead'
+  return 'cancelled'
 end
 if ARGV[3] == '1' then
   redis.call('HSET', jk, 'solo', '1')

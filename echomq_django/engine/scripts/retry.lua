@@ -14,7 +14,8 @@
 -- ARGV[4] one-line summary   ARGV[5] backoff_ms   ARGV[6] give up (1/0)
 -- ARGV[7] µs since the run began (-1: stamped already; see stamp_run)
 --
--- Reply: {state, due_ms} with state 'dead', 'scheduled' or 'pending'.
+-- Reply: {state, due_ms} with state 'dead', 'scheduled' or 'pending', or 'cancelled'
+-- (dead, by an operator's cancel).
 -- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.
 -- @include "limits"
 local id, jk = ARGV[1], KEYS[8]
@@ -27,7 +28,7 @@ stamp_run(jk, ARGV[2], ARGV[7])
 append_error(jk, ARGV[3], ARGV[4], now_us)
 if row[4] and row[4] ~= '' then
   to_dead_cancelled(jk, id, row[4], KEYS[4], KEYS[6], ARGV[3])
-  return {'dead', now_ms}
+  return {'cancelled', now_ms}
 end
 local used, max = used_attempts(jk)
 if ARGV[6] == '1' or used >= max then

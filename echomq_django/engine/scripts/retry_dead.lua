@@ -1,7 +1,8 @@
 -- retry_dead: an operator sends dead jobs back to pending with a fresh budget.
 --
 -- The token (attempts) never goes down: the budget is renewed by setting
--- refunds = attempts, so attempts - refunds starts again from zero. A revived
+-- refunds = attempts, so attempts - refunds starts again from zero; its crash budget
+-- starts again too (crashes, and the losses of an isolated run). A revived
 -- job holds its idempotency key again. When a job enqueued since holds that key,
 -- the revival is refused: two live jobs must never share one key. The refused job
 -- stays dead, its last_error says which live job holds the key, and the metrics
@@ -37,7 +38,7 @@ local function revive(id)
     redis.call('ZREM', KEYS[1], id)
     local attempts = redis.call('HGET', jk, 'attempts') or '0'
     redis.call('HSET', jk, 'refunds', attempts)
-    redis.call('HDEL', jk, 'finished_at')
+    redis.call('HDEL', jk, 'finished_at', 'crashes', 'lost_isolated')
     to_pending(jk, id, KEYS[2], KEYS[3], true)
     moved = moved + 1
   elseif redis.call('ZREM', KEYS[1], id) == 1 then

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 
 from ..errors import ServerUnavailable, StaleToken
-from ..jobs import Jobs
+from ..jobs import Claimed, Jobs
 from ..outage import Outage
 from ..outcome import Failure, summary_line
 from ..outcome import error_object as _as_error_object
@@ -42,6 +42,7 @@ class Endings:
         retry_policy: RetryPolicy,
         crash_budget: int,
         give_up: threading.Event,
+        ended_outside: Callable[[Claimed], None] | None = None,
     ) -> None:
         self._jobs = jobs
         self._forget = forget  # let the ended leases go (the worker's ledger)
@@ -51,8 +52,12 @@ class Endings:
         self._retry_policy = retry_policy
         self._crash_budget = crash_budget
         self._give_up = give_up  # shutdown's grace is over: stop riding out an outage
+        # Told of a job whose run ended for good outside the task's own process (its
+        # process crashed, or was killed at the limit): the task could not say so.
+        self._ended_outside = ended_outside
 
-    def fail(self, lease: Lease, failure: Failure) -> None:
+    def fail(self, lease: Lease, failure: Failure, *, outside: bool = False) -> None:
+        """``outside``: the run was ended from outside its process (killed)."""
         lease.finishing = True
         claimed = lease.claimed
         backoff = failure.backoff_ms
@@ -81,9 +86,13 @@ class Endings:
         except ServerUnavailable:
             pass  # shutdown gave up: the reaper returns it after the lease
         else:
-            if outcome.state == "dead":
+            if outcome.state == "cancelled":
+                self._cancelled(lease)
+            if outcome.state in ("dead", "cancelled"):
                 self._tally.add("dead")
                 lease.log(self._worker_id, "", logging.ERROR, outcome="dead", failure=failure)
+                if outside:
+                    self._tell_ended(lease)
             else:
                 self._tally.add("retried")
                 wait = backoff if outcome.state == "scheduled" else 0
@@ -121,12 +130,19 @@ class Endings:
         except ServerUnavailable:
             pass  # shutdown gave up: the reaper returns it after the lease
         else:
-            self._tally.add("dead" if outcome.state == "dead" else "retried")
-            lease.log(
-                self._worker_id,
-                f"{crash.why}; {outcome.state} after {outcome.due_ms} crash(es)",
-                outcome="crashed",
-            )
+            if outcome.state == "cancelled":  # not charged: dead as the operator asked
+                self._cancelled(lease)
+                self._tally.add("dead")
+                lease.log(self._worker_id, crash.why, outcome="dead")
+            else:
+                self._tally.add("dead" if outcome.state == "dead" else "retried")
+                lease.log(
+                    self._worker_id,
+                    f"{crash.why}; {outcome.state} after {outcome.due_ms} crash(es)",
+                    outcome="crashed",
+                )
+            if outcome.state in ("dead", "cancelled"):
+                self._tell_ended(lease)
         self._forget(lease)
 
     def release(self, *leases: Lease, solo: bool = False) -> None:
@@ -149,13 +165,28 @@ class Endings:
                 logger.warning(
                     "job %s: could not release it (%s); the reaper will", lease.claimed.id, reply
                 )
-            elif reply == "dead":  # an operator cancelled it while it ran (release.lua)
-                logger.info("job %s %s cancelled: dead", lease.claimed.id, lease.task)
+            elif reply == "cancelled":  # while it ran: dead now (release.lua)
+                self._cancelled(lease)
+                self._tally.add("dead")
+                lease.log(self._worker_id, "", outcome="dead")
             else:
                 released += 1
                 logger.info("job %s %s released back to pending", lease.claimed.id, lease.task)
         self._tally.add("released", released)
         self._forget(*leases)
+
+    def _tell_ended(self, lease: Lease) -> None:
+        if self._ended_outside is not None:
+            try:
+                self._ended_outside(lease.claimed)
+            except Exception:  # a receiver's bug must not stop the worker ending jobs
+                logger.exception("telling that job %s ended failed", lease.claimed.id)
+
+    @staticmethod
+    def _cancelled(lease: Lease) -> None:
+        """The script found the job cancelled while it ran, before this worker heard of
+        it: it is dead as Cancelled, and its event line says so."""
+        lease.cancelled = lease.cancelled or "cancelled by an operator"
 
     def discard(self, lease: Lease) -> None:
         if lease.lost:

@@ -26,13 +26,13 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
 from ..errors import Cancelled, TimeLimitExceeded
 from ..events import EventLog
-from ..jobs import Jobs
+from ..jobs import Claimed, Jobs
 from ..keyspace import validate_worker_id
 from ..outage import Outage
 from .children import ChildDied, Key
@@ -70,6 +70,7 @@ class Supervisor:
         setup_args: Mapping[str, Any] | None = None,
         processes: int,
         name: str | None = None,
+        ended_outside: Callable[[Claimed], None] | None = None,
         **options: Any,
     ) -> None:
         self.config = config = WorkerConfig(tuple(queues), processes=processes, **options)
@@ -91,7 +92,7 @@ class Supervisor:
         self._endings = Endings(
             jobs, lambda *leases: None, self._tally, self._outage, self.id,
             retry_policy=config.retry_policy, crash_budget=config.crash_budget,
-            give_up=self._give_up,
+            give_up=self._give_up, ended_outside=ended_outside,
         )  # fmt: skip
         self._subworkers: list[Subworker] = []
         for number, max_jobs in enumerate(_split(config.max_jobs, processes)):
@@ -209,7 +210,7 @@ class Supervisor:
         for lease in leases:
             if lease.key == killed_key:
                 why = f"its process was killed {HARD_GRACE_S:g}s after"
-                self._endings.fail(lease, stopped_failure(_STOPS[stop], why))
+                self._endings.fail(lease, stopped_failure(_STOPS[stop], why), outside=True)
             elif lease in running:
                 crash = Crashed(str(died), alone=len(running) == 1 and not ours, ours=ours)
                 self._endings.crashed(lease, crash)

@@ -30,12 +30,12 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import Cancelled, TimeLimitExceeded
 from ..events import EventLog
-from ..jobs import Jobs
+from ..jobs import Claimed, Jobs
 from ..keyspace import validate_worker_id
 from ..outage import Outage
 from ..outcome import Handler
@@ -72,7 +72,9 @@ class Worker:
     ``options`` are ``WorkerConfig``'s (concurrency, lease_ms, sizes, ...).
 
     ``child_handler`` and ``child_initializer`` (import paths) let a solo job run in
-    a child process of its own when ``handler`` cannot be sent there by reference."""
+    a child process of its own when ``handler`` cannot be sent there by reference.
+    ``ended_outside`` is told of a job that ended for good without its handler's say
+    (its process crashed): the handler had no chance to (Django's task_finished)."""
 
     def __init__(
         self,
@@ -84,6 +86,7 @@ class Worker:
         child_handler: str | None = None,
         child_initializer: str | None = None,
         link: Link | None = None,
+        ended_outside: Callable[[Claimed], None] | None = None,
         **options: Any,
     ) -> None:
         self.config = config = WorkerConfig(tuple(queues), **options)
@@ -138,7 +141,7 @@ class Worker:
         self._endings = Endings(
             jobs, self._ledger.forget, self._tally, outage, self.id,
             retry_policy=config.retry_policy, crash_budget=config.crash_budget,
-            give_up=self._give_up,
+            give_up=self._give_up, ended_outside=ended_outside,
         )  # fmt: skip
         self._executors = Executors(
             jobs, self._ledger, self._runner, self._completions, self._endings, self._driver,

@@ -17,7 +17,7 @@ from echomq_django.engine.jobs import DEFAULT_CRASH_BUDGET
 from echomq_django.engine.nodes import server_version
 from echomq_django.engine.retry_policy import RetryPolicy
 from echomq_django.engine.worker import SWITCH_INTERVAL_S, Supervisor, Worker
-from echomq_django.execution import execute
+from echomq_django.execution import execute, finished_outside
 from echomq_django.management import (
     configured_queues,
     connect,
@@ -216,12 +216,13 @@ class Command(BaseCommand):
             if options["processes"]:
                 worker = Supervisor(
                     jobs, queues, processes=options["processes"], setup="echomq_django.subworker:setup",
-                    setup_args={"verbosity": options["verbosity"]}, **settings,
+                    setup_args={"verbosity": options["verbosity"]},
+                    ended_outside=finished_outside, **settings,
                 )  # fmt: skip
             else:
                 worker = Worker(
                     jobs, queues, execute, child_handler="echomq_django.execution:execute",
-                    child_initializer="django:setup", **settings,
+                    child_initializer="django:setup", ended_outside=finished_outside, **settings,
                 )  # fmt: skip
         except ValueError as exc:
             raise CommandError(str(exc)) from exc

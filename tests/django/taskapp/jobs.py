@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+
 from echomq_django.compat import task
 
 
@@ -51,3 +54,15 @@ def deep(depth):
     if depth:
         return deep.call(depth - 1)
     raise Unlucky("at the bottom")
+
+
+@task(timeout=1)
+def stuck(seconds):
+    """Past its limit in one C call: only killing its process stops it."""
+    time.sleep(seconds)
+
+
+@task
+def dies(code):
+    """Takes its process down with it (an OOM kill, a segfault)."""
+    os._exit(code)

@@ -102,6 +102,7 @@ local function append_error(jk, error_json, summary, at_us)
     -- The oldest entries go: the cut is the first entry start that leaves the rest
     -- within the bound, found in one pass (the row may be far over it: written before
     -- the bound, or planted), and the entries before it are counted in the same pass.
+    -- Entries of another shape cannot be told apart: all of them count as one.
     local keep_from = #errors + 1 - ERRORS_MAX
     local cut = string.find(errors, ENTRY, keep_from, true)
     local last = cut or (#errors - #error_json - 1)  -- none fits: keep the new one alone
