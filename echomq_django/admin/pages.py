@@ -13,6 +13,7 @@ converters before a view runs, so an ill-formed one is a 404 and never a key.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import wraps
 from typing import Any
@@ -28,6 +29,7 @@ from django.utils.text import capfirst
 
 from .. import conf, outbox, task_filter
 from ..engine.errors import (
+    CorruptKey,
     CorruptRow,
     EchoMQError,
     InvalidJobId,
@@ -168,7 +170,12 @@ class EchoMQAdmin:
         for name in known_queues(jobs):
             one = jobs.throughput(name, THROUGHPUT_MINUTES)
             series.append(one)
-            queues.append(self.summary(name, jobs.stats(name).counts, one))
+            try:
+                summary = self.summary(name, jobs.stats(name).counts, one)
+            except CorruptKey as exc:  # one broken queue: the others are still shown
+                summary = replace(self.summary(name, dict.fromkeys(STATES, 0), one),
+                                  problem=str(exc))  # fmt: skip
+            queues.append(summary)
         totals = [sum(q.counts[i].count for q in queues) for i in range(len(STATES))]
         workers = [WorkerRow.of(w) for w in list_workers(jobs.connector)]
         context = self.context(

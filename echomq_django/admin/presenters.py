@@ -185,6 +185,7 @@ class QueueSummary:
     spark: Sparkline
     completed: int
     failed: int
+    problem: str = ""  # why its places cannot be read (a key of another type), if so
 
 
 @dataclass(frozen=True, slots=True)

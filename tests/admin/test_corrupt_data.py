@@ -103,11 +103,16 @@ def test_json_nested_past_the_parser_is_shown_raw(jobs, redis_client, viewer):
 
 def test_a_queue_set_of_another_type_is_a_page_saying_so(jobs, redis_client, viewer):
     seed.enqueue(jobs, Q)
+    seed.enqueue(jobs, "healthy", 3)
     redis_client.delete(KEYS.dead)
     redis_client.set(KEYS.dead, "planted")
-    for url in (ROOT, list_url(Q, "dead"), list_url(Q, "pending")):
+    for url in (list_url(Q, "dead"), list_url(Q, "pending")):
         page = get(viewer, url, status=502)
         assert "holds a string, not a sorted set" in page and "cannot read" in page
+    # The dashboard shows the other queues, and says which one it cannot read and why.
+    page = get(viewer, ROOT)
+    assert "Cannot read this queue" in page and "holds a string, not a sorted set" in page
+    assert list_url("healthy", "pending") in page
 
 
 def test_registry_entries_it_did_not_write_do_not_break_the_dashboard(jobs, redis_client, viewer):
