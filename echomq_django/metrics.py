@@ -109,6 +109,13 @@ def queue_families(stats: Sequence[QueueStats]) -> list[Family]:
     return families
 
 
+def unreadable_family(unreadable: dict[str, str]) -> Family:
+    """1 for each queue whose places cannot be read (a key of another type): alert on it."""
+    family = Family("echomq_queue_unreadable", "gauge", "1 while a queue's places cannot be read.")
+    family.samples = [({"queue": queue}, 1) for queue in sorted(unreadable)]
+    return family
+
+
 def limit_families(limits: dict[str, list[GateState]]) -> list[Family]:
     """Per limit of each queue (``limit`` is its name, e.g. 'rate:app.tasks.sync')."""
     tokens = Family("echomq_limit_tokens", "gauge", "A rate limit's tokens available now.")
@@ -171,7 +178,8 @@ def schedule_families(stored: Sequence[StoredSchedule]) -> list[Family]:
 def exposition(jobs: Jobs) -> str:
     """The whole text page for every known queue."""
     queues = known_queues(jobs)
-    families = queue_families(queue_stats(jobs, queues))
+    stats, unreadable = queue_stats(jobs, queues)
+    families = [*queue_families(stats), unreadable_family(unreadable)]
     families += limit_families({queue: jobs.limits(queue) for queue in queues})
     workers = list_workers(jobs.connector)
     families += worker_families(workers, {q for w in workers for q in w.queues} | set(queues))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from . import conf
+from .engine.errors import CorruptKey
 from .engine.jobs import Jobs, QueueStats
 from .engine.keyspace import validate_queue_name
 
@@ -53,6 +54,14 @@ def known_queues(jobs: Jobs) -> list[str]:
     return sorted(names)
 
 
-def queue_stats(jobs: Jobs, queues: Iterable[str]) -> list[QueueStats]:
-    """One consistent snapshot per queue (one read-only script call each)."""
-    return [jobs.stats(queue) for queue in queues]
+def queue_stats(jobs: Jobs, queues: Iterable[str]) -> tuple[list[QueueStats], dict[str, str]]:
+    """One consistent snapshot per queue (one read-only script call each), and the
+    queues that cannot be read, with why (a place of another type): one broken queue
+    does not hide the others."""
+    stats, unreadable = [], {}
+    for queue in queues:
+        try:
+            stats.append(jobs.stats(queue))
+        except CorruptKey as exc:
+            unreadable[queue] = str(exc)
+    return stats, unreadable

@@ -102,7 +102,7 @@ def test_a_cancel_counts_as_cancelled_not_as_failed(jobs):
     from echomq_django.metrics import queue_families
     from echomq_django.queue_totals import queue_stats
 
-    families = queue_families(queue_stats(jobs, ["default"]))
+    families = queue_families(queue_stats(jobs, ["default"])[0])
     (failed,) = [f for f in families if f.name == "echomq_failed_total"]
     assert failed.samples == [({"queue": "default"}, 1)]
 

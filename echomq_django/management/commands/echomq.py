@@ -182,7 +182,10 @@ class Command(BaseCommand):
         jobs = conf.get_jobs()
 
         def snapshot() -> list[QueueStats]:  # known queues are read again on every refresh
-            return queue_stats(jobs, list(queues) or known_queues(jobs))
+            stats, unreadable = queue_stats(jobs, list(queues) or known_queues(jobs))
+            for queue, why in unreadable.items():
+                self.stderr.write(f"cannot read queue {queue}: {why}")
+            return stats
 
         def view() -> Group:  # the queues, their limits, the outbox backlog when a task uses one
             backlog = [outbox.backlog().describe()] if outbox.enabled() else []
