@@ -49,6 +49,12 @@ _CLUSTER_BUSY = (
     redis.exceptions.ClusterError,
     redis.exceptions.SlotNotCoveredError,
 )
+# Error replies that say the command did not run and may later: another client's
+# script is running (BUSY), a replica lost its primary (MASTERDOWN), too few replicas
+# to write (NOREPLICAS). A NOSCRIPT that reaches here met a cache flushed again after
+# the connector reloaded it. Like a lost server: sent again after a while, never a
+# permanent failure (a completion dropped for one ran its job twice).
+_NOT_RUN_REPLIES = ("BUSY ", "MASTERDOWN ", "NOREPLICAS ")
 # A primary demoted to a replica (a failover behind a fixed address) answers READONLY
 # to a write: the call did not run either, and the new primary will take it.
 _NOT_RUN = (*_CLUSTER_BUSY, redis.exceptions.ReadOnlyError)
@@ -67,6 +73,10 @@ def translate_error(exc: Exception) -> Exception:
     ):
         return ServerUnavailable(f"{type(exc).__name__}: {exc}")
     message = str(exc)
+    if isinstance(exc, redis.exceptions.NoScriptError) or (
+        isinstance(exc, redis.ResponseError) and message.startswith(_NOT_RUN_REPLIES)
+    ):
+        return ServerUnavailable(f"not run: {message}")
     if isinstance(exc, redis.ResponseError):
         match = _CODE.search(message)
         if match and match.group(1) in _ERROR_CODES:

@@ -76,6 +76,26 @@ class ServerUnavailable(EchoMQError, ConnectionError):
     """
 
 
+class EnqueueUnknown(ServerUnavailable):
+    """An enqueue met a lost connection: its jobs may or may not be stored (the server
+    may have run the script and lost only its reply). ``job_ids`` names them: look
+    them up (the backend's ``get_result``, ``Jobs.get``) before enqueueing them again,
+    or enqueue with an idempotency key, which makes sending them again safe."""
+
+    def __init__(self, message: str, job_ids: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.job_ids = job_ids
+
+    @classmethod
+    def of(cls, queue: str, ids: list[str], lost: ServerUnavailable) -> EnqueueUnknown:
+        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        return cls(
+            f"{lost}: job(s) {shown} of queue {queue} may or may not be stored; look them up "
+            "by id before enqueueing them again, or enqueue with an idempotency key",
+            tuple(ids),
+        )
+
+
 class AccessDenied(ServerUnavailable):
     """The server refused us: a wrong user or password, a missing ACL right, a TLS
     certificate it (or we) rejected.

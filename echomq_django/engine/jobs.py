@@ -46,7 +46,7 @@ from .bounds import (
     SWEEP_MAX,
 )
 from .connector import Call, Connector
-from .errors import InvalidJobOptions
+from .errors import AccessDenied, EnqueueUnknown, InvalidJobOptions, ServerUnavailable
 from .keyspace import QueueKeys, new_job_id, validate_worker_id
 from .new_job import Enqueued, NewJob
 from .operator_actions import OperatorActions
@@ -107,11 +107,16 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         batches = in_batches(jobs, lambda job: len(job.payload))
         calls = [self._enqueue_call(keys, batch) for batch in batches]
         stored: list[Any] = []
-        for batch, reply in zip(batches, self.connector.run_many(calls)):
-            stored += per_job(reply, len(batch), Enqueued.from_reply)
-        for entry in stored:
-            if isinstance(entry, Exception):
-                raise entry
+        try:
+            for batch, reply in zip(batches, self.connector.run_many(calls)):
+                stored += per_job(reply, len(batch), Enqueued.from_reply)
+            for entry in stored:
+                if isinstance(entry, Exception):
+                    raise entry
+        except ServerUnavailable as exc:
+            if isinstance(exc, AccessDenied):  # refused before anything ran
+                raise
+            raise EnqueueUnknown.of(queue, [job.id for job in jobs], exc) from exc
         return stored
 
     @staticmethod

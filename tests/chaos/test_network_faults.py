@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from echomq_django.engine.errors import JobExists, ServerUnavailable
+from echomq_django.engine.errors import EnqueueUnknown, JobExists, ServerUnavailable
 from echomq_django.engine.jobs import Jobs, NewJob
 from tests.chaos import snapshot
 from tests.support.proxy import DELIVERED, Fault, FaultProxy
@@ -137,8 +137,9 @@ def test_a_cut_pipeline_leaves_each_job_whole(
     proxied.register_queue(Q)
     batch = [NewJob(payload="p" * 2000) for _ in range(200)]  # ~400 KB: several TCP chunks
     proxy.arm(fault)
-    with pytest.raises(ServerUnavailable):
+    with pytest.raises(EnqueueUnknown) as unknown:
         proxied.enqueue_many(Q, batch)
+    assert unknown.value.job_ids == tuple(j.id for j in batch)  # what to look up
     stored = [j for j in batch if redis_client.exists(f"emq:{{{Q}}}:job:{j.id}")]
     assert not snapshot.places(redis_client, Q)
     assert redis_client.zcard(f"emq:{{{Q}}}:pending") == len(stored)
@@ -161,8 +162,9 @@ def test_an_enqueue_retried_after_a_fault_stores_one_job(
     proxied.register_queue(Q)
     keyed = NewJob(payload="[1]", idempotency_key="order-42")
     proxy.arm(fault)
-    with pytest.raises(ServerUnavailable):
+    with pytest.raises(EnqueueUnknown, match="may or may not be stored") as unknown:
         proxied.enqueue(Q, keyed)
+    assert unknown.value.job_ids == (keyed.id,)
     again = proxied.enqueue(Q, NewJob(payload="[1]", idempotency_key="order-42"))
     if fault in DELIVERED:
         assert (again.id, again.created) == (keyed.id, False)

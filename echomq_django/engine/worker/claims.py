@@ -35,7 +35,7 @@ from .wire import Wire
 
 logger = logging.getLogger("echomq.worker")
 
-REFUSED_WAIT_S = 1.0  # after a queue's claim the server refused (BUSY, OOM, a corrupt key)
+REFUSED_WAIT_S = 1.0  # after a queue's claim the server refused (OOM, a corrupt key)
 
 
 @dataclass(eq=False, slots=True)
@@ -165,7 +165,7 @@ class Claims:
 
     def _refused(self, round: Round, queue: str, exc: Exception) -> None:
         """A lost server ends the round: every claim waits out the outage. A queue the
-        server refused (BUSY, OOM, a place of another type: nothing was changed) is asked
+        server refused (OOM, a place of another type: nothing was changed) is asked
         again, same claim id, after a while; the round goes on with the other queues, so
         one broken queue does not stop the worker's others."""
         if isinstance(exc, ServerUnavailable):  # lost, or not run (READONLY, TRYAGAIN)
