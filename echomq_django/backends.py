@@ -285,8 +285,12 @@ class EchoMQBackend(BaseTaskBackend):
             max_payload = conf.get_jobs().max_payload
             for job, _ in prepared:
                 job.validate(max_payload)
-            # Outside an atomic block this runs at once; inside, after the outermost commit.
-            transaction.on_commit(partial(self.store, prepared))
+            # After the outermost commit of the transaction it is in (on whichever
+            # database), never on its rollback; outside any, at once.
+            using = outbox.transaction_database()
+            if using is None:
+                return self.store(prepared)
+            transaction.on_commit(partial(self.store, prepared), using=using)
             return [result for _, result in prepared]
         return self.store(prepared)
 
@@ -359,7 +363,7 @@ class EchoMQBackend(BaseTaskBackend):
         except InvalidJobId as exc:
             raise TaskResultDoesNotExist(result_id) from exc
         job = self.find(result_id)
-        if job is None and outbox.enabled():
+        if job is None and (outbox.enabled() or outbox.table_ready()):
             # Outbox, then the server again: a job relayed in between is found there.
             job = outbox.waiting_job(result_id, self.alias) or self.find(result_id)
         if job is None:

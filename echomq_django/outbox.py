@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.apps import apps
 from django.core.signals import setting_changed
-from django.db import router, transaction
+from django.db import connections, router, transaction
 from django.dispatch import receiver
 from django.utils import timezone
 
@@ -65,6 +65,18 @@ def model() -> type[OutboxJob]:
 def database() -> str:
     """The alias of the database that holds the outbox (the router's choice)."""
     return router.db_for_write(model())
+
+
+def transaction_database() -> str | None:
+    """The database whose commit an on-commit enqueue waits for: the outbox's when it
+    is in ``atomic()``, else the first of the others that is (a view whose transaction
+    runs on another database: its rollback must drop the job too), else None (the job
+    is sent at once)."""
+    first = database()
+    for alias in (first, *(a for a in connections if a != first)):
+        if transaction.get_connection(alias).in_atomic_block:
+            return alias
+    return None
 
 
 def in_transaction() -> bool:
@@ -123,7 +135,8 @@ def waiting_job(job_id: str, backend: str) -> Job | None:
     """The job ``job_id`` of ``backend`` as a pending row, while it waits in the outbox.
 
     None when it is not there (never written, rolled back, or already relayed). The
-    backend asks only when ``enabled()``: a worker process need not have a database.
+    backend asks only when ``enabled()`` or ``table_ready()``: a worker process need
+    not have a database.
     """
     row = model().objects.using(database()).filter(pk=job_id, backend=backend).first()
     if row is None:
@@ -214,6 +227,33 @@ def enabled() -> bool:
     )
 
 
+def table_ready() -> bool:
+    """The outbox table exists in its database (it was migrated).
+
+    ``enabled()`` sees the tasks it can load (the apps' ``tasks`` modules and
+    TASK_MODULES); a task elsewhere in an app (``myapp.jobs``) may still write to the
+    outbox. Its rows must not wait for ever, nor ``get_result`` deny them: where the
+    table exists, ``runreaper`` relays (slowly while no known task uses it) and
+    ``get_result`` looks there. An answer is kept once the database gave one.
+    """
+    if _table_ready is None:
+        try:
+            using = database()
+            tables = connections[using].introspection.table_names()
+        except Exception:  # no database here (a worker may have none), or none yet
+            return False
+        _set_table_ready(model()._meta.db_table in tables)
+    return bool(_table_ready)
+
+
+_table_ready: bool | None = None
+
+
+def _set_table_ready(value: bool | None) -> None:
+    global _table_ready
+    _table_ready = value
+
+
 def loaded_tasks(modules: Iterable[str]) -> list[AnyTask]:
     """The Task objects of every app's ``tasks`` module and of ``modules`` (imported once)."""
     from .discovery import discover_tasks
@@ -236,6 +276,7 @@ def loaded_tasks(modules: Iterable[str]) -> list[AnyTask]:
 def _settings_changed(setting: str, **kwargs: Any) -> None:
     if setting in ("TASKS", "INSTALLED_APPS", "DATABASES"):
         enabled.cache_clear()
+        _set_table_ready(None)
 
 
 __all__ = [
@@ -246,6 +287,7 @@ __all__ = [
     "commit_mode",
     "enabled",
     "in_transaction",
+    "table_ready",
     "waiting_job",
     "write",
 ]

@@ -45,6 +45,7 @@ from .models import OutboxJob
 logger = logging.getLogger("echomq.relay")
 
 DEFAULT_INTERVAL_S = 0.1
+DORMANT_INTERVAL_S = 2.0  # no known task uses the outbox: a cheap look now and then
 DEFAULT_LEASE_S = 30.0
 MAX_BACKOFF_S = 60.0  # the longest wait before a refused row, or a lost server, is tried again
 # Whole-call failures: the batch stops, its rows stay, the relay backs off.
@@ -254,8 +255,14 @@ class Relay:
 
 
 def relay_for(jobs: Jobs) -> Relay | None:
-    """The relay a long-running command should run: None when no task uses the outbox."""
-    return Relay(jobs) if outbox.enabled() else None
+    """The relay a long-running command should run: None when there is no outbox table.
+
+    Where no known task uses the outbox, but its table exists, it still relays, every
+    ``DORMANT_INTERVAL_S``: a task the discovery cannot see may write rows there
+    (``outbox.table_ready``), and once committed they must reach the server."""
+    if outbox.enabled():
+        return Relay(jobs)
+    return Relay(jobs, interval_s=DORMANT_INTERVAL_S) if outbox.table_ready() else None
 
 
 __all__ = ["Relay", "relay_for"]

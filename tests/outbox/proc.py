@@ -12,6 +12,8 @@ Run with ``DJANGO_SETTINGS_MODULE=tests.outbox.settings``, ``ECHOMQ_TEST_DB`` an
                           (the test SIGKILLs the process in that window)
     view A B              POST /order/ through Django's test client: one row and its job,
                           committed together; prints the view's JSON
+    seed-unseen IDS_FILE  enqueue one job of a task no discovery loads, in atomic(); its
+                          id and get_result's status after the commit go to IDS_FILE
 """
 
 from __future__ import annotations
@@ -41,6 +43,17 @@ def seed(n: int, ids_file: Path) -> None:
     with transaction.atomic():
         results = backend.enqueue_many(tasks.add, [((i, i), {}) for i in range(n)])
     ids_file.write_text("".join(f"{r.id}\n" for r in results))
+
+
+def seed_unseen(ids_file: Path) -> None:
+    from django.db import transaction
+
+    from tests.django.taskapp import jobs
+
+    with transaction.atomic():
+        result = jobs.parcel.enqueue(1)
+    found = jobs.parcel.get_result(result.id)
+    ids_file.write_text(f"{result.id} {found.status}\n")
 
 
 def relay(args: argparse.Namespace) -> None:
@@ -93,6 +106,8 @@ def main() -> None:
     p.add_argument("--ready")
     p.add_argument("--go")
     p.add_argument("--pause-after-send")
+    p = sub.add_parser("seed-unseen")
+    p.add_argument("ids_file", type=Path)
     p = sub.add_parser("view")
     p.add_argument("a", type=int)
     p.add_argument("b", type=int)
@@ -103,6 +118,8 @@ def main() -> None:
     django.setup()
     if args.command == "seed":
         seed(args.n, args.ids_file)
+    elif args.command == "seed-unseen":
+        seed_unseen(args.ids_file)
     elif args.command == "relay":
         relay(args)
     else:

@@ -125,6 +125,20 @@ def test_a_view_enqueueing_inside_atomic_reaches_a_real_worker(child, server_job
     conf.reset()
 
 
+def test_a_task_no_discovery_loads_still_has_its_outbox_rows_found_and_relayed(
+    child, server_jobs, tmp_path, monkeypatch
+):
+    """A task in an app's other module (``myapp.jobs``) with ``enqueue_on_commit=
+    "outbox"``, and nothing the discovery loads using the outbox. Before, its committed
+    row waited for ever (runreaper started no relay) and get_result denied the job."""
+    monkeypatch.setenv("ECHOMQ_TEST_OUTBOX_UNSEEN", "1")
+    child.run("tests.outbox.proc", "seed-unseen", str(tmp_path / "ids"))
+    job_id, status = (tmp_path / "ids").read_text().split()
+    assert status == "READY" and child.db.outbox() == 1
+    child.run("django", "runreaper", "--once")
+    assert stored_ids(server_jobs) == [job_id] and child.db.outbox() == 0
+
+
 def test_runreaper_once_drains_what_is_due(child, server_jobs, tmp_path):
     child.run("tests.outbox.proc", "seed", "3", str(tmp_path / "ids"))
     child.run("django", "runreaper", "--once")

@@ -62,6 +62,12 @@ def stuck(seconds):
     time.sleep(seconds)
 
 
+@task(enqueue_on_commit="outbox")
+def parcel(n):
+    """Through the outbox, from a module no discovery loads (not tasks.py, no TASK_MODULES)."""
+    return n
+
+
 @task
 def dies(code):
     """Takes its process down with it (an OOM kill, a segfault)."""
