@@ -176,7 +176,11 @@ def keyspace(client) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("case, place", PARAMS, ids=[f"{c}-{p}" for c, p in PARAMS])
-def test_a_place_of_another_type_refuses_the_script_and_changes_nothing(jobs, case, place):
+def test_a_place_of_another_type_refuses_the_script_and_changes_nothing(
+    jobs, server_kind, case, place
+):
+    if server_kind == "redis":  # the guard is the script's own Lua: Valkey and a cluster
+        pytest.skip("run on Valkey and on a cluster (the same Lua on Redis adds only time)")
     spec, client = CASES[case], jobs.connector.client
     scheduler = Scheduler(jobs)
     job = spec.setup(jobs, scheduler)
@@ -203,12 +207,12 @@ def test_every_script_that_names_a_place_has_a_case():
 
 
 def test_a_worker_claims_from_its_other_queues_meanwhile_and_the_repaired_one_goes_on(jobs):
-    """The reviewer's loss: 1,000 pending jobs, active planted as a hash, a live worker.
-    Before, each refused claim popped a batch into no place: all 1,000 were lost. Now the
+    """The reviewer's loss (1,000 pending jobs there; 300 here), active planted as a
+    hash, a live worker. Before, each refused claim popped a batch into no place. Now the
     broken queue's claims are refused with nothing changed, the worker serves its other
     queue meanwhile, and after the repair every job of the first queue runs."""
     client = jobs.connector.client
-    broken = enqueue_n(jobs, 1000)
+    broken = enqueue_n(jobs, 300)
     healthy = [e.id for e in jobs.enqueue_many("other", [new() for _ in range(20)])]
     client.hset(K.active, "planted", "1")
     done: list[str] = []
@@ -221,10 +225,10 @@ def test_a_worker_claims_from_its_other_queues_meanwhile_and_the_repaired_one_go
         while set(healthy) - set(done) and time.monotonic() < deadline:
             time.sleep(0.02)
         assert set(done) == set(healthy), "the worker stopped serving the healthy queue"
-        assert client.zcard(K.pending) == 1000  # none popped into no place
+        assert client.zcard(K.pending) == 300  # none popped into no place
         client.delete(K.active)  # the operator's repair
         deadline = time.monotonic() + 60
-        while len(done) < 1020 and time.monotonic() < deadline:
+        while len(done) < 320 and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         worker.stop()
