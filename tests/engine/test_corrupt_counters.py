@@ -24,7 +24,7 @@ from echomq_django.engine.jobs import Jobs
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.scheduler import Scheduler
 from echomq_django.engine.worker import Success, Worker
-from tests.schedules.conftest import backdate, every, expected_id
+from tests.schedules.conftest import backdate, every, expected_id, whole_second
 
 from .conftest import QUEUE, WORKER, assert_one_place, enqueue_n, error_json, new, row
 
@@ -379,7 +379,7 @@ def test_fire_over_a_corrupt_counter(jobs, scheduler, plant_one):
     client = jobs.connector.client
     scheduler.sync([every(overlap="allow")])
     plant_one(client)
-    tick = scheduler.read(QUEUE)[0] // 1000 * 1000
+    tick = whole_second(lambda: scheduler.read(QUEUE)[0])
     backdate(client, QUEUE, "beat", tick - 2000)
     (done,) = scheduler.fire_due([QUEUE]).fired
     assert (done.outcome, done.ids) == ("fired", (expected_id(QUEUE, "beat", tick),))

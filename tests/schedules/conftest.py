@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -36,6 +38,20 @@ def expected_id(queue: str, name: str, tick: int) -> str:
     ms = f"{tick:012x}"
     variant = "89ab"[int(h[3], 16) % 4]
     return f"{ms[:8]}-{ms[8:]}-7{h[:3]}-{variant}{h[4:7]}-{h[7:19]}"
+
+
+def whole_second(read_ms: Callable[[], int]) -> int:
+    """The server's current whole second, read in its first half.
+
+    A test that computes "the latest due tick" of a one-second schedule and then fires
+    expects the fire to run in the same second: read at 990 ms, a fire a few ms later
+    is in the next one (a later tick, a missed count one higher). Read early, what the
+    test does next stays in that second unless the machine stalls half a second."""
+    while True:
+        now = read_ms()
+        if now % 1000 < 500:
+            return now // 1000 * 1000
+        time.sleep((1000 - now % 1000) / 1000)
 
 
 def backdate(client, queue: str, name: str, next_ms: int) -> None:

@@ -21,6 +21,7 @@ from echomq_django.metrics import exposition
 from echomq_django.schedule_checks import check_schedules
 from tests.django import settings as django_settings
 from tests.django import tasks
+from tests.schedules.conftest import whole_second
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
@@ -223,7 +224,7 @@ def test_the_cli_lists_runs_pauses_and_resumes_schedules(declare):
 def test_prometheus_has_each_schedules_last_fire_and_misses(declare, redis_client):
     scheduler = declare({"beat": {"task": TASK, "every": 1, "overlap": "allow"}})
     scheduler.sync(schedules.declared())
-    now = scheduler.read("default")[0] // 1000 * 1000
+    now = whole_second(lambda: scheduler.read("default")[0])
     redis_client.zadd("emq:{default}:schedules", {"beat": now - 3000})
     scheduler.fire_due(["default"])
     text = exposition(conf.get_jobs())

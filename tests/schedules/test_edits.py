@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from echomq_django.engine.keyspace import QueueKeys
 
-from .conftest import backdate, every, tick_of
+from .conftest import backdate, every, tick_of, whole_second
 
 
 def test_a_new_timing_counts_the_old_timings_due_ticks_as_missed(scheduler, redis_client):
@@ -59,7 +59,7 @@ def test_an_upgrade_that_stores_a_new_field_drops_and_repeats_no_tick(scheduler,
     keys = QueueKeys.of("q")
     redis_client.hdel(keys.schedule("beat"), "timeout_ms")
     redis_client.hset(keys.schedule("beat"), "digest", "the older release's")
-    stopped = scheduler.read("q")[0] // 1000 * 1000 - 3000
+    stopped = whole_second(lambda: scheduler.read("q")[0]) - 3000
     backdate(redis_client, "q", "beat", stopped)
     assert scheduler.sync([schedule]) == {"q/beat": "edited"}
     record = scheduler.get("q", "beat")

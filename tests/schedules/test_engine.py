@@ -18,7 +18,7 @@ from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.scheduler import Scheduler
 
-from .conftest import PAYLOAD, backdate, every, expected_id, tick_of
+from .conftest import PAYLOAD, backdate, every, expected_id, tick_of, whole_second
 
 
 def server_now(scheduler: Scheduler, queue: str = "q") -> int:
@@ -26,8 +26,8 @@ def server_now(scheduler: Scheduler, queue: str = "q") -> int:
 
 
 def last_second(scheduler: Scheduler) -> int:
-    """The latest tick of a one-second schedule that is due now."""
-    return server_now(scheduler) // 1000 * 1000
+    """The latest tick of a one-second schedule that is due now (read early in it)."""
+    return whole_second(lambda: server_now(scheduler))
 
 
 def fired_ids(scheduler: Scheduler, queues=("q",)) -> list[str]:
@@ -44,7 +44,7 @@ def test_a_fired_tick_is_the_row_enqueue_stores_under_an_id_derived_from_the_tic
     scheduler, jobs, redis_client
 ):
     assert scheduler.sync([every(overlap="allow")]) == {"q/beat": "created"}
-    tick = server_now(scheduler) // 1000 * 1000
+    tick = last_second(scheduler)
     backdate(redis_client, "q", "beat", tick - 2000)  # two ticks went unfired before this one
     (job_id,) = fired_ids(scheduler)  # catch_up latest: the most recent due tick, once
     assert job_id == expected_id("q", "beat", tick) and tick_of(job_id) == tick
