@@ -160,15 +160,16 @@ def test_an_edit_between_deploys_takes_effect_without_a_duplicate(scheduler, job
 def test_a_schedule_removed_from_code_is_orphaned_until_removed_or_declared_again(
     scheduler, redis_client
 ):
-    scheduler.sync([every(), every("other")])
-    assert scheduler.sync([every("other")], ["q"]) == {"q/other": "unchanged", "q/beat": "orphaned"}
+    other = every("other", seconds=3600)  # never due during the test
+    scheduler.sync([every(), other])
+    assert scheduler.sync([other], ["q"]) == {"q/other": "unchanged", "q/beat": "orphaned"}
     orphan = record(scheduler)
     assert (orphan.status, orphan.next_ms) == ("orphaned", None)
     backdate(redis_client, "q", "beat", last_second(scheduler))  # even with a planted time
     assert fired_ids(scheduler) == []
     with pytest.raises(WrongState):
         scheduler.run_now("q", "beat")
-    assert scheduler.sync([every(), every("other")]) == {
+    assert scheduler.sync([every(), other]) == {
         "q/beat": "restored", "q/other": "unchanged"
     }  # fmt: skip
     scheduler.sync([], ["q"])
@@ -231,9 +232,11 @@ def test_every_schedule_script_runs_as_the_minimal_acl_user(make_acl_server):
     connector = Connector.from_url(acl.url)
     try:
         scheduler = Scheduler(Jobs(connector))
-        scheduler.sync([every(overlap="allow"), every("other")])
-        connector.client.zadd(QueueKeys.of("q").schedules, {"beat": last_second(scheduler)})
-        assert len(fired_ids(scheduler)) == 1
+        hourly = every("other", seconds=3600)  # never due during the test
+        scheduler.sync([every(overlap="allow"), hourly])
+        tick = last_second(scheduler)
+        connector.client.zadd(QueueKeys.of("q").schedules, {"beat": tick})
+        assert fired_ids(scheduler) == [expected_id("q", "beat", tick)]
         scheduler.pause("q", "beat")
         scheduler.run_now("q", "beat")
         scheduler.resume("q", "beat")
