@@ -29,7 +29,6 @@ from django.utils.text import capfirst
 
 from .. import conf, outbox, task_filter
 from ..engine.errors import (
-    CorruptKey,
     CorruptRow,
     EchoMQError,
     InvalidJobId,
@@ -42,7 +41,10 @@ from ..engine.keyspace import STATES, validate_job_id
 from ..engine.registry import list_workers
 from ..engine.stored import StoredRow, find_queue, read_stored
 from ..engine.times import MS, US, from_server
-from ..queue_totals import known_queues  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
+from ..queue_totals import (  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
+    known_queues,
+    queue_stats,
+)
 from .actions import JOB_ACTIONS, QUEUE_ACTIONS, Action
 from .chart import Series, merge, sparkline, throughput_chart
 from .presenters import (
@@ -167,15 +169,14 @@ class EchoMQAdmin:
         self.require(request, "view")
         jobs = conf.get_jobs()
         queues, series = [], []
-        for name in known_queues(jobs):
+        names = known_queues(jobs)
+        stats, unreadable = queue_stats(jobs, names)  # one broken queue hides no other
+        counts = {s.queue: s.counts for s in stats}
+        for name in names:
             one = jobs.throughput(name, THROUGHPUT_MINUTES)
             series.append(one)
-            try:
-                summary = self.summary(name, jobs.stats(name).counts, one)
-            except CorruptKey as exc:  # one broken queue: the others are still shown
-                summary = replace(self.summary(name, dict.fromkeys(STATES, 0), one),
-                                  problem=str(exc))  # fmt: skip
-            queues.append(summary)
+            summary = self.summary(name, counts.get(name, dict.fromkeys(STATES, 0)), one)
+            queues.append(replace(summary, problem=unreadable.get(name, "")))
         totals = [sum(q.counts[i].count for q in queues) for i in range(len(STATES))]
         workers = [WorkerRow.of(w) for w in list_workers(jobs.connector)]
         context = self.context(

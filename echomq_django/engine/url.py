@@ -80,6 +80,17 @@ def _masked_query(query: str) -> str:
     return "&".join(shown)
 
 
+def database_number(url: str) -> int:
+    """The db ``url`` selects: redis-py's own reading of it (0 for a cluster, which has
+    db 0 only, and for a URL it cannot read)."""
+    if urlsplit(url).scheme in CLUSTER_SCHEMES:
+        return 0
+    try:
+        return int(parse_url(url).get("db") or 0)
+    except (ValueError, TypeError):
+        return 0
+
+
 def validate_url(url: object) -> str:
     """Refuse a URL that would connect somewhere else than it says, or not at all.
 

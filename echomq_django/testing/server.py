@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..devserver import EmbeddedServer
 from ..engine.connector import Connector
@@ -28,7 +28,7 @@ from ..engine.errors import EchoMQError
 from ..engine.jobs import Jobs
 from ..engine.nodes import primaries
 from ..engine.registry import list_workers
-from ..engine.url import CLUSTER_SCHEMES, mask_url
+from ..engine.url import database_number, mask_url
 
 TEST_URL_ENV = "ECHOMQ_TEST_URL"
 PROBE_TIMEOUT_S = 2.0  # a server that does not answer in this long is compared by address
@@ -127,17 +127,6 @@ def probe(url: str, options: Mapping[str, Any]) -> Connector:
     """A connector that gives up after PROBE_TIMEOUT_S (a dev server that is down)."""
     timeouts = {"socket_timeout": PROBE_TIMEOUT_S, "socket_connect_timeout": PROBE_TIMEOUT_S}
     return Connector.from_url(url, **{**options, **timeouts})
-
-
-def database_number(url: str) -> int:
-    """The db ``url`` selects, as redis-py reads it: ``?db=``, else the path, else 0."""
-    parts = urlsplit(url)
-    if parts.scheme in CLUSTER_SCHEMES:
-        return 0  # a cluster has db 0 only
-    given = parse_qs(parts.query).get("db", [""])[0] or (
-        "" if parts.scheme == "unix" else unquote(parts.path).replace("/", "")
-    )
-    return int(given) if given.isdigit() else 0
 
 
 def address(url: str) -> tuple[str, str, int, int]:
