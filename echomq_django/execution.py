@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction
@@ -181,6 +182,7 @@ def call(job: Job, result: AnyTaskResult, backend: EchoMQBackend) -> Outcome:
     """Signals around one call of the task; the outcome for the worker."""
     task = result.task
     sender = type(backend)
+    began = time.monotonic()
     try:
         task_started.send(sender=sender, task_result=result)
         args = (
@@ -194,14 +196,14 @@ def call(job: Job, result: AnyTaskResult, backend: EchoMQBackend) -> Outcome:
         object.__setattr__(result, "status", TaskResultStatus.FAILED)  # what backoff() sees
         decision = retry_decision(exc, job, result, backend)
         if not decision.retry:  # a retried attempt is the worker's job event line (traceback too)
-            finish(sender, result, TaskResultStatus.FAILED)  # inside except: exc_info is set
+            finish(sender, result, TaskResultStatus.FAILED, began)  # in except: exc_info is set
         return replace(
             failure_from_exception(exc, record),
             retry=decision.retry,
             backoff_ms=decision.backoff_ms,
         )
     object.__setattr__(result, "_return_value", None if value == "null" else json.loads(value))
-    finish(sender, result, TaskResultStatus.SUCCESSFUL)
+    finish(sender, result, TaskResultStatus.SUCCESSFUL, began)
     return Success(value)
 
 
@@ -263,17 +265,28 @@ def to_json(value: Any, limit: int) -> str:
     return text
 
 
-def finish(sender: type, result: AnyTaskResult, status: TaskResultStatus) -> None:
+def finish(sender: type, result: AnyTaskResult, status: TaskResultStatus, began: float) -> None:
     """Send ``task_finished``; a failing receiver is logged, never changes the outcome.
 
-    The in-memory result's finished_at is this worker's clock; the row gets the server's.
-    """
+    ``began``: the monotonic time the call began. The result's finished_at is on the
+    server's clock, as its started_at is: the run's start (the lease's server base)
+    plus the run's monotonic duration. This worker's own clock may be seconds off the
+    server's, and finished_at would then precede started_at. The row gets the
+    server's own time when the outcome lands."""
     object.__setattr__(result, "status", status)
-    object.__setattr__(result, "finished_at", timezone.now())
+    object.__setattr__(result, "finished_at", finished_at(result, began))
     try:
         task_finished.send(sender=sender, task_result=result)
     except Exception:
         logger.exception("a task_finished receiver failed for task %s", result.id)
+
+
+def finished_at(result: AnyTaskResult, began: float) -> datetime:
+    """When a run that began at monotonic ``began`` ended, on its start's clock."""
+    start = result.last_attempted_at
+    if start is None:  # a row with no server start (never, from a worker's lease)
+        return timezone.now()
+    return start + timedelta(seconds=time.monotonic() - began)
 
 
 def finished_outside(claimed: Claimed) -> None:

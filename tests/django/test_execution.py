@@ -153,6 +153,31 @@ def test_signals_fire_in_order_with_the_right_statuses(jobs, work, signals):
     ]
 
 
+def test_finished_at_is_on_the_servers_clock_as_started_at_is(jobs, work, monkeypatch):
+    """A worker whose clock is an hour behind the server's: the results its
+    ``task_finished`` carries still end after they began, within the run's length, as
+    the stored rows do (both ends on the server's clock)."""
+    real_now = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: real_now() - timedelta(hours=1))
+    finished = []
+
+    def receiver(sender, task_result, **kwargs):
+        finished.append(task_result)
+
+    task_finished.connect(receiver)
+    try:
+        added, failed = tasks.add.enqueue(2, 3), tasks.fail.enqueue("boom")
+        work()
+    finally:
+        task_finished.disconnect(receiver)
+    assert {r.id for r in finished} == {added.id, failed.id}  # fail's last attempt only
+    for seen in finished:
+        assert seen.started_at <= seen.last_attempted_at <= seen.finished_at
+        assert seen.finished_at - seen.last_attempted_at < timedelta(seconds=5)
+        stored = tasks.add.get_backend().get_result(seen.id)
+        assert abs(stored.finished_at - seen.finished_at) < timedelta(seconds=5)
+
+
 def test_failed_task_finished_is_sent_inside_the_except_block(jobs, work):
     exc_infos = []
 
