@@ -10,6 +10,10 @@
   one pass: the script that appends one more stays short.
 * A number read from a row that Lua reads as inf, nan or 1e300 falls back to its
   default instead of becoming -2^63 (a job trimmed at once).
+* A retry or crash report sent again after its reply was lost answers what it did the
+  first time, as a complete does (it answered "stale": the worker logged a lost lease,
+  and sent no ``task_finished`` for a job that had ended dead); a move by anyone else
+  in between still leaves the caller stale.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ import pytest
 
 from echomq_django.engine.bounds import DEFAULT_DEAD_TTL_MS, DEFAULT_RESULT_TTL_MS
 from echomq_django.engine.error_record import error_json as error_json_of
+from echomq_django.engine.errors import StaleToken
 from echomq_django.engine.keyspace import QueueKeys
 
-from .conftest import QUEUE, WORKER, assert_one_place, enqueue_n, error_json, row
+from .conftest import QUEUE, WORKER, assert_one_place, dump, enqueue_n, error_json, row
 
 K = QueueKeys.of(QUEUE)
 
@@ -159,3 +164,67 @@ def test_a_ttl_that_is_no_number_in_range_falls_back_to_the_default(jobs, value)
     client = jobs.connector.client
     assert abs(client.zscore(K.dead, gone) - (now + DEFAULT_DEAD_TTL_MS)) < 60_000
     assert abs(client.zscore(K.completed, done) - (now + DEFAULT_RESULT_TTL_MS)) < 60_000
+
+
+# -- an ending sent again after its reply was lost ------------------------------------------
+
+ENDINGS = {
+    "retry-pending": ("pending", lambda jobs, c: jobs.retry(
+        QUEUE, c.id, c.token, error=error_json(), summary="boom", backoff_ms=0)),
+    "retry-scheduled": ("scheduled", lambda jobs, c: jobs.retry(
+        QUEUE, c.id, c.token, error=error_json(), summary="boom", backoff_ms=60_000)),
+    "retry-dead": ("dead", lambda jobs, c: jobs.retry(
+        QUEUE, c.id, c.token, error=error_json(), summary="boom", give_up=True)),
+    "crashed-pending": ("pending", lambda jobs, c: jobs.crashed(
+        QUEUE, c.id, c.token, why="killed", crash_budget=3)),
+    "crashed-dead": ("dead", lambda jobs, c: jobs.crashed(
+        QUEUE, c.id, c.token, why="killed", crash_budget=1)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("cancelled", [False, True], ids=["plain", "cancelled"])
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_an_ending_sent_again_answers_what_it_did_and_changes_nothing(jobs, ending, cancelled):
+    state, end = ENDINGS[ending]
+    enqueue_n(jobs, 1)
+    c = held(jobs)
+    if cancelled:
+        jobs.cancel(QUEUE, c.id)
+        state = "cancelled"
+    first = end(jobs, c)
+    assert first.state == state
+    before = dump(jobs.connector.client)
+    assert end(jobs, c) == first  # its reply was lost: the worker sends it again
+    assert dump(jobs.connector.client) == before
+
+
+@pytest.mark.parametrize("ending", ["retry-pending", "crashed-pending"])
+def test_an_ending_sent_again_after_the_job_moved_on_is_stale(jobs, ending):
+    """Claimed again (a new token), or the other ending's call: not this call's effect."""
+    _, end = ENDINGS[ending]
+    enqueue_n(jobs, 1)
+    c = held(jobs)
+    end(jobs, c)
+    other = ENDINGS["crashed-pending" if ending == "retry-pending" else "retry-pending"][1]
+    before = dump(jobs.connector.client)
+    with pytest.raises(StaleToken):
+        other(jobs, c)  # the same lease, another ending: refused
+    assert dump(jobs.connector.client) == before
+    held(jobs)
+    before = dump(jobs.connector.client)
+    with pytest.raises(StaleToken):
+        end(jobs, c)
+    assert dump(jobs.connector.client) == before
+
+
+@pytest.mark.parametrize("ending", ["retry-pending", "crashed-pending"])
+def test_a_lease_the_reaper_returned_is_stale_for_its_late_ending(jobs, ending):
+    _, end = ENDINGS[ending]
+    enqueue_n(jobs, 1)
+    c = held(jobs, lease_ms=1)
+    time.sleep(0.01)
+    assert jobs.reap(QUEUE).moved == 1
+    before = dump(jobs.connector.client)
+    with pytest.raises(StaleToken):
+        end(jobs, c)
+    assert dump(jobs.connector.client) == before

@@ -14,21 +14,23 @@
 -- ARGV[4] how it died (one line, no quotes or backslashes)   ARGV[5] µs since its run began
 --
 -- Reply: {state, crashes} with state 'pending' or 'dead', or 'cancelled' (dead, by an
--- operator's cancel: not charged).
+-- operator's cancel: not charged). The same call again (its reply was lost) answers the
+-- same and changes nothing, until the job moves on (see `ended`).
 -- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.
 -- @include "limits"
-local id, jk, budget = ARGV[1], KEYS[7], tonumber(ARGV[3])
-local stale, row = fence(jk, ARGV[2], 'crashed', 'refunds', 'crashes', 'worker', 'limits', 'cancel')
-if stale then return stale end
+-- @include "endings"
+local id, jk, token, budget = ARGV[1], KEYS[7], ARGV[2], tonumber(ARGV[3])
+local stale, row = fence(jk, token, 'crashed', 'refunds', 'crashes', 'worker', 'limits', 'cancel')
+if stale then return ended_before(jk, token, 'crashed') or stale end
 
 redis.call('ZREM', KEYS[1], id)
 gates_free(id, row[6])
-stamp_run(jk, ARGV[2], ARGV[5])
+stamp_run(jk, token, ARGV[5])
 local refunds, crashes = int_in(row[3], 0, 2^53, 0) + 1, int_in(row[4], 0, 2^53, 0)
 if row[7] and row[7] ~= '' then
   redis.call('HSET', jk, 'refunds', fmt(refunds))
   to_dead_cancelled(jk, id, row[7], KEYS[3], KEYS[5])
-  return {'cancelled', crashes}
+  return ended(jk, token, 'crashed', 'cancelled', crashes)
 end
 crashes = crashes + 1
 redis.call('HSET', jk, 'refunds', fmt(refunds), 'crashes', fmt(crashes), 'solo', '1')
@@ -40,8 +42,8 @@ append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.WorkerCra
 bump(KEYS[5], 'crashed')
 if crashes >= budget then
   to_dead(jk, id, KEYS[3], KEYS[5])
-  return {'dead', crashes}
+  return ended(jk, token, 'crashed', 'dead', crashes)
 end
 to_pending(jk, id, KEYS[2], KEYS[4], false)
 wake(KEYS[6])
-return {'pending', crashes}
+return ended(jk, token, 'crashed', 'pending', crashes)

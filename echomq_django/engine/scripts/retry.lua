@@ -15,25 +15,28 @@
 -- ARGV[7] µs since the run began (-1: stamped already; see stamp_run)
 --
 -- Reply: {state, due_ms} with state 'dead', 'scheduled' or 'pending', or 'cancelled'
--- (dead, by an operator's cancel).
+-- (dead, by an operator's cancel). The same call again (its reply was lost) answers the
+-- same and changes nothing, until the job moves on (see `ended`).
 -- Error: EMQSTALE when the caller no longer holds the lease; nothing is changed.
 -- @include "limits"
+-- @include "endings"
 local id, jk = ARGV[1], KEYS[8]
-local stale, row = fence(jk, ARGV[2], 'retry', 'limits', 'cancel')
-if stale then return stale end
+local token = ARGV[2]
+local stale, row = fence(jk, token, 'retry', 'limits', 'cancel')
+if stale then return ended_before(jk, token, 'retry') or stale end
 
 redis.call('ZREM', KEYS[1], id)  -- first: see complete.lua (a full server)
 gates_free(id, row[3])
-stamp_run(jk, ARGV[2], ARGV[7])
+stamp_run(jk, token, ARGV[7])
 append_error(jk, ARGV[3], ARGV[4], now_us)
 if row[4] and row[4] ~= '' then
   to_dead_cancelled(jk, id, row[4], KEYS[4], KEYS[6], ARGV[3])
-  return {'cancelled', now_ms}
+  return ended(jk, token, 'retry', 'cancelled', now_ms)
 end
 local used, max = used_attempts(jk)
 if ARGV[6] == '1' or used >= max then
   to_dead(jk, id, KEYS[4], KEYS[6])
-  return {'dead', now_ms}
+  return ended(jk, token, 'retry', 'dead', now_ms)
 end
 
 bump(KEYS[6], 'retried')
@@ -45,8 +48,8 @@ if backoff > 0 then
   redis.call('HSET', jk, 'state', 'scheduled', 'due_ms', fmt(due))
   redis.call('HDEL', jk, 'worker', 'lease_deadline')
   wake(KEYS[7])
-  return {'scheduled', due}
+  return ended(jk, token, 'retry', 'scheduled', due)
 end
 to_pending(jk, id, KEYS[2], KEYS[5], true)
 wake(KEYS[7])
-return {'pending', now_ms}
+return ended(jk, token, 'retry', 'pending', now_ms)
