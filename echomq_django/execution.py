@@ -289,18 +289,19 @@ def finished_at(result: AnyTaskResult, began: float) -> datetime:
     return start + timedelta(seconds=time.monotonic() - began)
 
 
-def finished_outside(claimed: Claimed) -> None:
+def finished_outside(queue: str, job_id: str) -> None:
     """``task_finished`` for a task whose last run ended outside its process: a child
-    killed at its time limit or by an operator's cancel, or one that crashed. The task
-    could not send it; the worker sends it, with the result as stored (FAILED)."""
+    killed at its time limit or by an operator's cancel, one that crashed, or a worker
+    that died (the reaper moved the job to dead). The task could not send it; the worker
+    or the reaper sends it, with the result as stored (FAILED)."""
     try:
-        job = conf.get_jobs().get(claimed.queue, claimed.id)  # (a supervisor holds no rows)
+        job = conf.get_jobs().get(queue, job_id)  # (a supervisor holds no rows)
         if job is None:
             return
         backend = prepare(job)[2]  # (and it is a task this process may run)
-        stored = backend.get_result(claimed.id)
+        stored = backend.get_result(job_id)
     except Exception:  # a row it cannot read: the worker's log line is all there is
-        logger.exception("task_finished for job %s could not be sent", claimed.id)
+        logger.exception("task_finished for job %s could not be sent", job_id)
         return
     try:
         task_finished.send(sender=type(backend), task_result=stored)

@@ -12,9 +12,15 @@ from .json_text import read_json
 # error_json, summary_line and ERROR_TEXT_MAX are the record's (error_record.py), named
 # here too because a failure is made of them.
 __all__ = [
-    "ERROR_TEXT_MAX", "Failure", "Handler", "Outcome", "Success", "call_handler",
+    "ERROR_TEXT_MAX", "EndedOutside", "Failure", "Handler", "Outcome", "Success", "call_handler",
     "error_json", "error_object", "failure_from_exception", "summary_line",
 ]  # fmt: skip
+
+
+# Told (queue, job id) of a job that ended for good without its handler's say: its
+# process was killed or crashed, or the reaper moved it to dead after its worker died.
+# The handler had no chance to report it (Django's task_finished).
+EndedOutside = Callable[[str, str], None]
 
 
 @dataclass(frozen=True, slots=True)

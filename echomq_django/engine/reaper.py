@@ -32,6 +32,7 @@ from .errors import EchoMQError, ServerUnavailable
 from .jobs import DEFAULT_CRASH_BUDGET, SWEEP_LIMIT, Jobs, Sweep
 from .keyspace import QueueKeys
 from .outage import Outage
+from .outcome import EndedOutside
 from .scheduler import FirePass, Scheduler, apart
 from .schedules import Schedule
 
@@ -82,10 +83,15 @@ class Reaper:
         limit: int = SWEEP_LIMIT,
         crash_budget: int = DEFAULT_CRASH_BUDGET,
         schedules: Sequence[Schedule] | None = None,
+        ended_outside: EndedOutside | None = None,
     ) -> None:
         """``schedules``: the ones declared in code, synced to the server before the first
         tick (the schedules of the swept queues that are not among them are marked
-        orphaned). None: fire what the server holds, sync nothing."""
+        orphaned). None: fire what the server holds, sync nothing.
+
+        ``ended_outside`` is told of each job the reaper moves to dead (its worker died
+        running it, past the crash budget; or an operator cancelled it): no process of
+        its task is left to report it (runreaper sends its task_finished)."""
         if interval_s <= 0:
             raise ValueError(f"interval_s must be > 0, not {interval_s!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= SWEEP_LIMIT:
@@ -101,6 +107,7 @@ class Reaper:
         self.scheduler = Scheduler(jobs)
         self.declared = None if schedules is None else list(schedules)
         self._synced = schedules is None
+        self._ended_outside = ended_outside
         self._stopping = threading.Event()
 
     def queues_to_sweep(self) -> list[str]:
@@ -137,8 +144,18 @@ class Reaper:
                 continue
             if sweep.moved:
                 logger.info("%s", sweep.describe())
+            self.tell_ended(queue, sweep.reaped.ended)
             sweeps.append(sweep)
         return sweeps
+
+    def tell_ended(self, queue: str, job_ids: Sequence[str]) -> None:
+        if self._ended_outside is None:
+            return
+        for job_id in job_ids:
+            try:
+                self._ended_outside(queue, job_id)
+            except Exception:  # a receiver's bug must not stop the sweeps
+                logger.exception("telling that job %s ended failed", job_id)
 
     def sync_schedules(self) -> None:
         """Store the declared schedules on the server (once, before the first tick).

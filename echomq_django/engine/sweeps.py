@@ -29,12 +29,14 @@ class Sweeps:
         check_int(limit, 1, SWEEP_MAX, "limit")
         check_int(crash_budget, 1, 1_000_000, "crash_budget")
         moved = dead = dangling = calls = 0
+        ended: tuple[str, ...] = ()
         reap = script.load("reap")
         while True:
             r = self.connector.run(reap, reap.keys_for(keys), [limit, crash_budget])
             moved, dead, dangling, calls = moved + r[0], dead + r[1], dangling + r[2], calls + 1
+            ended += tuple(r[4])
             if not r[3]:
-                return Sweep(moved, dead, dangling, calls)
+                return Sweep(moved, dead, dangling, calls, ended)
 
     def promote(self, queue: str, *, limit: int = SWEEP_LIMIT) -> Sweep:
         """Due scheduled jobs to pending."""

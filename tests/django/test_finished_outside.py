@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 import redis
@@ -65,5 +66,40 @@ def test_a_task_killed_or_crashed_gets_one_task_finished(valkey_server, tmp_path
                     s for s in signals if s["id"] == result.id and s["signal"] == "finished"
                 ]
                 assert [s["status"] for s in finished] == [str(TaskResultStatus.FAILED)], signals
+        finally:
+            conf.reset()
+
+
+def test_a_job_the_reaper_ends_dead_gets_one_task_finished(valkey_server, tmp_path):
+    """A job that ran alone on a worker that died, past the crash budget: the reaper moves
+    it to dead, and a real ``runreaper`` sends its ``task_finished`` (no process of the
+    task is left to). Before, the result was FAILED and the signal never came."""
+    redis.Redis.from_url(valkey_server.url).flushall()
+    with override_settings(ECHOMQ={"URL": valkey_server.url}, TASKS=echomq_settings.TASKS):
+        conf.reset()
+        try:
+            backend, engine = jobs.dies.get_backend(), conf.get_jobs()
+            job = replace(backend.new_job(jobs.dies, [9], {}), lease_ms=50)
+            engine.enqueue("default", job)
+            result = jobs.dies.get_result(job.id)
+            for _ in range(2):  # it runs, and its worker dies, twice: back solo, then dead
+                (claimed,) = engine.claim("default", "gone").jobs
+                engine.start_many("gone", [("default", job.id, claimed.token)])
+                if claimed.job is not None and claimed.job.solo:
+                    break
+                wait_until(lambda: engine.reap("default").moved, timeout=10)
+            log = tmp_path / "signals.jsonl"
+            env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.django.settings",
+                   "ECHOMQ_TEST_URL": valkey_server.url, "ECHOMQ_SIGNAL_LOG": str(log)}  # fmt: skip
+            done = subprocess.run(
+                [sys.executable, "manage.py", "runreaper", "--once", "--crash-budget", "1"],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+            assert result.task.get_result(result.id).status == TaskResultStatus.FAILED
+            signals = [json.loads(line) for line in log.read_text().splitlines()]
+            assert [(s["signal"], s["id"], s["status"]) for s in signals] == [
+                ("finished", result.id, str(TaskResultStatus.FAILED))
+            ]
         finally:
             conf.reset()

@@ -31,13 +31,15 @@
 -- KEYS[4] seq     STRING KEYS[5] metrics  HASH   KEYS[6] wake  ZSET
 -- ARGV[1] limit   ARGV[2] crash budget (crashes that send a job to dead, >= 1)
 --
--- Reply: {returned to pending, moved to dead, dangling ids dropped, more (1/0)}
+-- Reply: {returned to pending, moved to dead, dangling ids dropped, more (1/0), the ids
+-- moved to dead (their worker is gone: runreaper sends their task_finished)}
 -- A dangling id (no row, a key of another type, a row not active) is only
 -- dropped from active: no command can fail on it after the batch's first moves.
 -- @include "limits"
 local limit, budget = tonumber(ARGV[1]), tonumber(ARGV[2])
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', fmt(now_ms), 'LIMIT', 0, limit)
 local returned, dead, dangling, unstarted = 0, 0, 0, 0
+local dead_ids = {}
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], id)
   local jk = row_key(id)
@@ -86,6 +88,7 @@ for _, id in ipairs(expired) do
     end
     if to == 'dead' then
       dead = dead + 1
+      dead_ids[dead] = id
     else
       to_pending(jk, id, KEYS[2], KEYS[4], false)
       returned = returned + 1
@@ -106,4 +109,4 @@ local more = 0
 if #expired == limit and redis.call('ZCOUNT', KEYS[1], '-inf', fmt(now_ms)) > 0 then
   more = 1
 end
-return {returned, dead, dangling, more}
+return {returned, dead, dangling, more, dead_ids}

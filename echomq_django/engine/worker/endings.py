@@ -18,9 +18,9 @@ import threading
 from collections.abc import Callable
 
 from ..errors import ServerUnavailable, StaleToken
-from ..jobs import Claimed, Jobs
+from ..jobs import Jobs
 from ..outage import Outage
-from ..outcome import Failure, summary_line
+from ..outcome import EndedOutside, Failure, summary_line
 from ..outcome import error_object as _as_error_object
 from ..retry_policy import RetryPolicy
 from .lease import Lease
@@ -42,7 +42,7 @@ class Endings:
         retry_policy: RetryPolicy,
         crash_budget: int,
         give_up: threading.Event,
-        ended_outside: Callable[[Claimed], None] | None = None,
+        ended_outside: EndedOutside | None = None,
     ) -> None:
         self._jobs = jobs
         self._forget = forget  # let the ended leases go (the worker's ledger)
@@ -178,7 +178,7 @@ class Endings:
     def _tell_ended(self, lease: Lease) -> None:
         if self._ended_outside is not None:
             try:
-                self._ended_outside(lease.claimed)
+                self._ended_outside(lease.claimed.queue, lease.claimed.id)
             except Exception:  # a receiver's bug must not stop the worker ending jobs
                 logger.exception("telling that job %s ended failed", lease.claimed.id)
 

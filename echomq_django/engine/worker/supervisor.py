@@ -26,15 +26,16 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
 from ..errors import Cancelled, TimeLimitExceeded
 from ..events import EventLog
-from ..jobs import Claimed, Jobs
+from ..jobs import Jobs
 from ..keyspace import validate_worker_id
 from ..outage import Outage
+from ..outcome import EndedOutside
 from .children import ChildDied, Key
 from .config import WorkerConfig
 from .endings import Endings
@@ -70,7 +71,7 @@ class Supervisor:
         setup_args: Mapping[str, Any] | None = None,
         processes: int,
         name: str | None = None,
-        ended_outside: Callable[[Claimed], None] | None = None,
+        ended_outside: EndedOutside | None = None,
         **options: Any,
     ) -> None:
         self.config = config = WorkerConfig(tuple(queues), processes=processes, **options)

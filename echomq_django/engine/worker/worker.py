@@ -30,15 +30,15 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import Cancelled, TimeLimitExceeded
 from ..events import EventLog
-from ..jobs import Claimed, Jobs
+from ..jobs import Jobs
 from ..keyspace import validate_worker_id
 from ..outage import Outage
-from ..outcome import Handler
+from ..outcome import EndedOutside, Handler
 from .alarm import Alarm
 from .children import Key
 from .claims import Claims
@@ -86,7 +86,7 @@ class Worker:
         child_handler: str | None = None,
         child_initializer: str | None = None,
         link: Link | None = None,
-        ended_outside: Callable[[Claimed], None] | None = None,
+        ended_outside: EndedOutside | None = None,
         **options: Any,
     ) -> None:
         self.config = config = WorkerConfig(tuple(queues), **options)

@@ -17,6 +17,7 @@ from echomq_django.engine.errors import InvalidSchedule, ServerUnavailable
 from echomq_django.engine.jobs import DEFAULT_CRASH_BUDGET
 from echomq_django.engine.nodes import server_version
 from echomq_django.engine.reaper import Reaper
+from echomq_django.execution import finished_outside
 from echomq_django.management import (
     configured_queues,
     connect,
@@ -87,6 +88,7 @@ class Command(BaseCommand):
             interval_s=options["interval"],
             crash_budget=options["crash_budget"],
             schedules=declared,
+            ended_outside=finished_outside,
         )
         relay = relay_for(jobs)  # the outbox relay, when a task enqueues through the outbox
         if options["once"]:
