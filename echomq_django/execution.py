@@ -298,8 +298,7 @@ def finished_outside(queue: str, job_id: str) -> None:
         job = conf.get_jobs().get(queue, job_id)  # (a supervisor holds no rows)
         if job is None:
             return
-        backend = prepare(job)[2]  # (and it is a task this process may run)
-        stored = backend.get_result(job_id)
+        _, stored, backend = prepare(job)  # the stored row, of a task this process may run
     except Exception:  # a row it cannot read: the worker's log line is all there is
         logger.exception("task_finished for job %s could not be sent", job_id)
         return
