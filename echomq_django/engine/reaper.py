@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from .errors import EchoMQError, ServerUnavailable
 from .jobs import DEFAULT_CRASH_BUDGET, SWEEP_LIMIT, Jobs, Sweep
@@ -121,7 +122,12 @@ class Reaper:
         """One queue's four sweeps; each loops bounded script calls until done."""
         return QueueSweep(
             queue=queue,
-            reaped=self.jobs.reap(queue, limit=self.limit, crash_budget=self.crash_budget),
+            reaped=self.jobs.reap(
+                queue,
+                limit=self.limit,
+                crash_budget=self.crash_budget,
+                ended=partial(self.tell_ended, queue),
+            ),
             promoted=self.jobs.promote(queue, limit=self.limit),
             trimmed_completed=self.jobs.trim(queue, "completed", limit=self.limit),
             trimmed_dead=self.jobs.trim(queue, "dead", limit=self.limit),
@@ -144,7 +150,6 @@ class Reaper:
                 continue
             if sweep.moved:
                 logger.info("%s", sweep.describe())
-            self.tell_ended(queue, sweep.reaped.ended)
             sweeps.append(sweep)
         return sweeps
 

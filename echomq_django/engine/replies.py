@@ -57,7 +57,6 @@ class Sweep:
     dead: int = 0
     dangling: int = 0
     calls: int = 0
-    ended: tuple[str, ...] = ()  # reap: the ids it moved to dead (their worker is gone)
 
 
 Progress = Callable[[Sweep], None]

@@ -3,7 +3,7 @@ trim, retry_dead), so no call blocks the server for long however much there is."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import script
@@ -21,22 +21,31 @@ class Sweeps:
     connector: Connector
 
     def reap(
-        self, queue: str, *, limit: int = SWEEP_LIMIT, crash_budget: int = DEFAULT_CRASH_BUDGET
+        self,
+        queue: str,
+        *,
+        limit: int = SWEEP_LIMIT,
+        crash_budget: int = DEFAULT_CRASH_BUDGET,
+        ended: Callable[[list[str]], None] | None = None,
     ) -> Sweep:
         """Expired leases back to pending (free unless the job crashed its worker running
-        alone), or dead once such crashes reach ``crash_budget``. See reap.lua."""
+        alone), or dead once such crashes reach ``crash_budget``. See reap.lua.
+
+        ``ended`` is given the ids each bounded call moved to dead, before the next call
+        (a later failure cannot lose them): no process of their task is left to report
+        them. A call whose reply is lost loses its ids."""
         keys = QueueKeys.of(queue)
         check_int(limit, 1, SWEEP_MAX, "limit")
         check_int(crash_budget, 1, 1_000_000, "crash_budget")
         moved = dead = dangling = calls = 0
-        ended: tuple[str, ...] = ()
         reap = script.load("reap")
         while True:
             r = self.connector.run(reap, reap.keys_for(keys), [limit, crash_budget])
             moved, dead, dangling, calls = moved + r[0], dead + r[1], dangling + r[2], calls + 1
-            ended += tuple(r[4])
+            if ended is not None and r[4]:
+                ended(r[4])
             if not r[3]:
-                return Sweep(moved, dead, dangling, calls, ended)
+                return Sweep(moved, dead, dangling, calls)
 
     def promote(self, queue: str, *, limit: int = SWEEP_LIMIT) -> Sweep:
         """Due scheduled jobs to pending."""

@@ -22,10 +22,11 @@ from typing import Any
 
 from .. import conf, execution, outbox, schedules
 from ..compat import AnyTask, task_backends
-from ..engine.jobs import Claimed, Jobs
+from ..engine.jobs import Jobs
 from ..engine.outcome import Failure, Success, error_object
 from ..engine.retry_policy import RetryPolicy
 from ..engine.scheduler import Scheduler
+from ..engine.worker.lease import Lease
 from ..payload import Payload
 from ..relay import relay_for
 from ..results import from_server_us, parse_run_after
@@ -210,21 +211,29 @@ class TestQueues:
                 moved += 1
         return moved
 
-    def _claim_one(self, queues: list[str], run_due: bool) -> Claimed | None:
+    def _claim_one(self, queues: list[str], run_due: bool) -> Lease | None:
+        """One job, held as a worker holds it: its run's times are on the server's clock."""
         if run_due:
             for name in queues:
                 self.run_due(name)
         for name in queues:
+            sent = time.monotonic()
             claim = self.engine.claim(name, self.worker_id, lease_ms=LEASE_MS, start_now=1)
             if claim.jobs:
-                return claim.jobs[0]
+                claimed = claim.jobs[0]
+                started = claimed.job is not None and claimed.job.started
+                return Lease(
+                    claimed, LEASE_MS, renewed_at=sent, claimed_at=sent, armed=started,
+                    armed_at_claim=started, server_us=claim.now_ms * 1000,
+                )  # fmt: skip
         return None
 
-    def _run(self, claimed: Claimed) -> RanJob:
+    def _run(self, lease: Lease) -> RanJob:
         """The worker's handling of one claimed job, in this thread."""
-        started = time.monotonic()
+        lease.begin_run(self.worker_id)
+        claimed = lease.claimed
         outcome = execution.execute(claimed)
-        ran_us = int((time.monotonic() - started) * 1_000_000)
+        ran_us = lease.ran_us()
         job = claimed.job
         task = job.task if job else ""
         if isinstance(outcome, Success):

@@ -178,6 +178,33 @@ def test_finished_at_is_on_the_servers_clock_as_started_at_is(jobs, work, monkey
         assert abs(stored.finished_at - seen.finished_at) < timedelta(seconds=5)
 
 
+def test_the_plugins_drain_times_each_attempt_on_the_servers_clock(jobs):
+    """The pytest plugin's ``drain()`` runs a job as a worker does: a retried job's last
+    attempt starts and finishes when it ran, not at the previous attempt's time."""
+    from echomq_django.testing.queues import TestQueues
+
+    finished = []
+
+    def receiver(sender, task_result, **kwargs):
+        finished.append(task_result)
+
+    queues = TestQueues(jobs)
+    result = tasks.picky.enqueue("reset")  # 3 attempts, retried at once on "reset"
+    task_finished.connect(receiver)
+    try:
+        queues.drain(max_jobs=2)  # attempts 1 and 2
+        time.sleep(1.0)  # the gap a backoff makes between attempts
+        before = timezone.now()
+        queues.drain()  # attempt 3: dead, task_finished sent
+    finally:
+        task_finished.disconnect(receiver)
+    (seen,) = finished
+    stored = tasks.picky.get_result(result.id)
+    assert seen.last_attempted_at >= before - timedelta(seconds=0.5)
+    assert seen.last_attempted_at <= seen.finished_at
+    assert abs(stored.finished_at - seen.finished_at) < timedelta(seconds=0.5)
+
+
 def test_failed_task_finished_is_sent_inside_the_except_block(jobs, work):
     exc_infos = []
 

@@ -228,3 +228,45 @@ def test_a_lease_the_reaper_returned_is_stale_for_its_late_ending(jobs, ending):
     with pytest.raises(StaleToken):
         end(jobs, c)
     assert dump(jobs.connector.client) == before
+
+
+def test_an_ending_sent_again_after_operator_moves_back_and_forth_is_stale(jobs):
+    """A cancel and a revive bring the job back to where the retry put it, with the same
+    attempts: not the retry's own effect any more."""
+    enqueue_n(jobs, 1, max_attempts=5)
+    c = held(jobs)
+    _, retry = ENDINGS["retry-pending"]
+    assert retry(jobs, c).state == "pending"
+    assert jobs.cancel(QUEUE, c.id) == "dead"
+    assert jobs.retry_dead(QUEUE, [c.id]).moved == 1
+    before = dump(jobs.connector.client)
+    with pytest.raises(StaleToken):
+        retry(jobs, c)
+    assert dump(jobs.connector.client) == before
+
+
+def test_a_crash_sent_again_after_a_revive_and_a_cancel_is_stale(jobs):
+    enqueue_n(jobs, 1, max_attempts=5)
+    c = held(jobs)
+    _, crashed = ENDINGS["crashed-dead"]
+    assert crashed(jobs, c).state == "dead"
+    assert jobs.retry_dead(QUEUE, [c.id]).moved == 1
+    assert jobs.cancel(QUEUE, c.id) == "dead"
+    with pytest.raises(StaleToken):
+        crashed(jobs, c)
+
+
+@pytest.mark.parametrize(
+    "planted", ["99999999999999999999999999", "9" * 400, "1e400", "-5", "\xff"]
+)
+def test_a_planted_ending_answers_a_number_in_range_or_stale(jobs, planted):
+    enqueue_n(jobs, 1, max_attempts=5)
+    c = held(jobs)
+    _, retry = ENDINGS["retry-pending"]
+    retry(jobs, c)
+    jobs.connector.client.hset(K.job(c.id), "ended", f"{c.token} retry pending {planted}")
+    try:
+        again = retry(jobs, c)
+    except StaleToken:
+        return
+    assert again.state == "pending" and 0 <= again.due_ms <= 2**53

@@ -19,11 +19,14 @@ def boom(message):
 
 
 @task(queue_name="slow")
-def nap(seconds, started_file=""):
-    """Touch ``started_file`` (if given), sleep, then say how long: for the shutdown tests."""
+def nap(seconds, started_file="", finished_file=""):
+    """Touch ``started_file`` (if given), sleep, touch ``finished_file`` (if given), then
+    say how long: for the shutdown tests."""
     if started_file:
         Path(started_file).touch()
     time.sleep(seconds)
+    if finished_file:
+        Path(finished_file).touch()
     return seconds
 
 

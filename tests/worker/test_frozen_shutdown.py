@@ -36,8 +36,8 @@ def test_a_finished_job_survives_a_frozen_connection_at_shutdown(
     procs,
 ):
     with FaultProxy(valkey_server.host, valkey_server.port) as proxy:
-        started = tmp_path / "started"
-        result = tasks.nap.enqueue(NAP_S, str(started))
+        started, finished = tmp_path / "started", tmp_path / "finished"
+        result = tasks.nap.enqueue(NAP_S, str(started), str(finished))
         args = ["slow", "--grace", f"{GRACE_S:g}"]
         if procs != "1":
             args += ["--processes", procs]
@@ -46,10 +46,7 @@ def test_a_finished_job_survives_a_frozen_connection_at_shutdown(
         # Freeze every live connection while the job runs: its completion goes out on
         # a connection that never answers.
         assert proxy.freeze() > 0
-        began = time.monotonic()
-        # The job returns NAP_S after it began (the file is touched first): give it
-        # that, and some more for a busy machine.
-        time.sleep(max(0.0, NAP_S + 1.0 - (time.monotonic() - began)))
+        wait_until(finished.exists, timeout=30)  # it returned: its completion is on its way
         signalled = time.monotonic()
         worker.send(signal.SIGTERM)
         code = worker.wait(GRACE_S + 30)

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from echomq_django.engine.errors import ServerUnavailable
 from echomq_django.engine.jobs import NewJob
 from echomq_django.engine.reaper import Reaper
 
@@ -122,3 +123,74 @@ def test_a_corrupt_queue_does_not_stop_the_sweep_of_the_others(jobs, redis_clien
     sweeps = Reaper(jobs, ["broken", "q"], discover=False).tick()
     assert [s.queue for s in sweeps] == ["q"]
     assert jobs.get("q", expired).state == "pending"
+
+
+# -- the jobs it ends dead: told once each, whatever fails after ------------------------
+
+
+def cancelled_while_their_worker_is_gone(jobs, n: int) -> list[str]:
+    ids = [jobs.enqueue("q", NewJob(payload="{}")).id for _ in range(n)]
+    for c in jobs.claim("q", "gone", count=n, lease_ms=1).jobs:
+        assert jobs.cancel("q", c.id) == "cancelling"
+    time.sleep(0.005)
+    return ids
+
+
+def test_a_failing_promote_after_the_reap_loses_no_ended_job(jobs, monkeypatch):
+    ids = cancelled_while_their_worker_is_gone(jobs, 2)
+    told: list[str] = []
+    reaper = Reaper(jobs, ["q"], discover=False, ended_outside=lambda q, i: told.append(i))
+    calls: list[int] = []
+    promote = jobs.promote
+
+    def promote_once_refused(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ServerUnavailable("the connection was lost")
+        return promote(*args, **kwargs)
+
+    monkeypatch.setattr(jobs, "promote", promote_once_refused)
+    with pytest.raises(ServerUnavailable):
+        reaper.tick()
+    reaper.tick()
+    assert {jobs.get("q", i).state for i in ids} == {"dead"}
+    assert sorted(told) == sorted(ids)
+
+
+def test_a_lost_server_between_bounded_reaps_loses_no_ended_job(jobs, monkeypatch):
+    ids = cancelled_while_their_worker_is_gone(jobs, 3)
+    run, reaps = jobs.connector.run, []
+
+    def second_reap_refused(script, keys, args=()):
+        if script.name == "reap":
+            reaps.append(1)
+            if len(reaps) == 2:
+                raise ServerUnavailable("the connection was lost")
+        return run(script, keys, args)
+
+    monkeypatch.setattr(jobs.connector, "run", second_reap_refused)
+    told: list[str] = []
+    reaper = Reaper(jobs, ["q"], discover=False, limit=1, ended_outside=lambda q, i: told.append(i))
+    with pytest.raises(ServerUnavailable):
+        reaper.tick()
+    reaper.tick()
+    assert {jobs.get("q", i).state for i in ids} == {"dead"}
+    assert sorted(told) == sorted(ids)
+
+
+def test_two_reapers_racing_tell_each_ended_job_once(jobs):
+    ids = cancelled_while_their_worker_is_gone(jobs, 200)
+    told: list[str] = []
+    lock = threading.Lock()
+
+    def tell(queue: str, job_id: str) -> None:
+        with lock:
+            told.append(job_id)
+
+    reapers = [Reaper(jobs, ["q"], discover=False, limit=7, ended_outside=tell) for _ in range(2)]
+    threads = [threading.Thread(target=r.tick) for r in reapers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(told) == sorted(ids)
