@@ -62,6 +62,8 @@ def normalized(snapshot: Dump) -> Dump:
             value = {f: ("T" if f in TIME_FIELDS else v) for f, v in value.items()}
             if "errors" in value:  # each error record carries when it was recorded
                 value["errors"] = _ERROR_AT.sub('"at_us":T', value["errors"])
+            if "ended" in value:  # a retry's answer ends with its due time
+                value["ended"] = value["ended"].rsplit(" ", 1)[0] + " T"
         elif kind == "zset" and key.rsplit(":", 1)[-1] in TIMED_PLACES:
             value = [(m, "T") for m, _ in value]
         out[_MINUTE_KEY.sub(":tp:T", key)] = (kind, value)
