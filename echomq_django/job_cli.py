@@ -35,6 +35,7 @@ from .engine.nodes import server_time_us
 from .engine.registry import WorkerInfo, list_workers, queue_labels
 from .engine.rows import counted_attempts_of
 from .engine.times import EPOCH, from_us
+from .logs import printable
 from .management import count_arg, queue_arg
 
 NEWEST_FIRST = ("completed", "dead")  # what an operator looks for there is the latest
@@ -214,8 +215,12 @@ def do_retry(command: Any, job: Job, as_json: bool) -> None:
     """One dead job back to pending with a fresh attempt budget (``retry-dead`` for many)."""
     if job.state != "dead":
         raise CommandError(f"job {job.id} is {job.state}, not dead: only a dead job is retried")
-    sweep = conf.get_jobs().retry_dead(job.queue, [job.id])
-    if not sweep.moved:  # it left dead in between (retried, trimmed, deleted)
+    engine = conf.get_jobs()
+    sweep = engine.retry_dead(job.queue, [job.id])
+    if not sweep.moved:
+        now = engine.get(job.queue, job.id)
+        if now is not None and now.state == "dead":  # refused: its last error says why
+            raise CommandError(f"job {job.id} stays dead: {printable(now.last_error)}")
         raise CommandError(f"job {job.id} is no longer dead: nothing was retried")
     record(job, "requeued")
     if as_json:

@@ -123,6 +123,6 @@ LOGGING = {
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
         # The worker logs one line per job; Django's own INFO lines for the task_started and
         # task_finished signals (shown when DEBUG is on) would add two more. Failures still show.
-        "django.tasks": {"level": "WARNING"},
+        "django.tasks": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }

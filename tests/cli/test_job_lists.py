@@ -89,6 +89,17 @@ def test_retry_one_dead_job(jobs):
         echomq_cmd("retry", dead)
 
 
+def test_retry_of_a_dead_job_whose_key_is_held_says_why_it_stays_dead(jobs):
+    held_by = jobs.enqueue("default", NewJob(payload="{}", idempotency_key="k")).id
+    (c,) = jobs.claim("default", "w").jobs
+    jobs.retry("default", c.id, c.token, error='{"exception_class_path": "x"}', summary="x",
+               give_up=True)  # fmt: skip
+    newer = jobs.enqueue("default", NewJob(payload="{}", idempotency_key="k")).id
+    with pytest.raises(CommandError, match=f"stays dead: .*held by live job {newer}"):
+        echomq_cmd("retry", held_by)
+    assert jobs.get("default", held_by).state == "dead"
+
+
 def test_a_cancel_counts_as_cancelled_not_as_failed(jobs):
     make_dead(jobs)  # a real failure beside it
     (waiting,) = enqueue(jobs, "default", 1)

@@ -35,7 +35,8 @@ logger = logging.getLogger("echomq.runreaper")
 class Command(BaseCommand):
     help = (
         "Run the EchoMQ reaper: on every tick, per queue, return jobs whose lease expired "
-        "to pending (or to dead past their max attempts), move due scheduled jobs to "
+        "to pending (or to dead once a job has crashed its worker --crash-budget times, or "
+        "was cancelled), move due scheduled jobs to "
         "pending, and drop completed and dead jobs past their retention. Each step is a "
         "loop of bounded script calls. It also fires the periodic schedules of "
         "ECHOMQ['SCHEDULES'] (stored on the server at start) when they are due. Several "

@@ -75,7 +75,7 @@ def worker_shape(
     if total % per:
         raise CommandError(
             f"the queue sizes add up to {total} slots, which {per} processes cannot share "
-            "evenly: give --concurrency"
+            f"evenly (each child runs the same number): make them add up to a multiple of {per}"
         )
     return queues, sizes, total // per
 
