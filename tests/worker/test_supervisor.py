@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -87,6 +88,9 @@ def test_a_hung_task_is_stopped_at_its_time_limit_and_its_slot_reused(
     # Restarting the worker does not bring it back: it is dead for good.
     worker.send(signal.SIGTERM)
     assert worker.wait(10) == 0, worker.log()
+    # Its event line says how long it ran (it said 0.0 ms: no handler returned).
+    (ran_ms,) = re.findall(rf"job {hung} \S+ dead \((\d+(?:\.\d+)?) ms\)", worker.log())
+    assert float(ran_ms) >= 1900, worker.log()
     spawn("worker", valkey_url, "q", *extra)
     time.sleep(0.5)
     assert jobs.get("q", hung).state == "dead"

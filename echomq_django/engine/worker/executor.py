@@ -189,6 +189,7 @@ class Executors:
         if lease is None or lease.finishing:
             return
         lease.abandoned = True
+        lease.stop_clock()
         logger.error(
             "job %s %s: %s; its thread is stuck", lease.claimed.id, lease.task, failure.summary
         )

@@ -78,6 +78,13 @@ class Lease:
         if job.started_at is None:
             job.started_at = now_us
 
+    def stop_clock(self) -> None:
+        """Its run was ended from outside its handler (killed, abandoned, a crashed
+        child): how long it ran, for its event line (the handler's return sets it
+        otherwise). ``started`` is the run's monotonic start, here or on the board."""
+        if self.started and not self.elapsed_ms:
+            self.elapsed_ms = (time.monotonic() - self.started) * 1000
+
     def ran_us(self) -> int:
         """How long ago its run began, for the server to stamp it; -1 once stamped."""
         if self.stamped or not self.started:

@@ -209,6 +209,8 @@ class Supervisor:
         ours = sub.killed_for is not None
         back = []
         for lease in leases:
+            if lease in running:  # its start is the board's
+                lease.stop_clock()
             if lease.key == killed_key:
                 why = f"its process was killed {HARD_GRACE_S:g}s after"
                 self._endings.fail(lease, stopped_failure(_STOPS[stop], why), outside=True)
