@@ -102,6 +102,33 @@ def test_a_keyed_cap_counts_each_key_alone(jobs):
     assert sorted(g.waiting for g in jobs.limits(Q)) == [1, 1]
 
 
+@pytest.mark.parametrize(
+    "before, after, admitted",
+    [
+        (concurrency_gate("t.limited", 1), concurrency_gate("t.limited", 3), 3),  # raised
+        (concurrency_gate("t.limited", 4), concurrency_gate("t.limited", 1), 1),  # lowered
+        (RateLimit.parse("100/s burst 100").gate("t.limited"),
+         RateLimit.parse("1/m").gate("t.limited"), 1),
+    ],
+    ids=["cap-raised", "cap-lowered", "rate-lowered"],
+)  # fmt: skip
+def test_a_changed_limit_holds_for_the_jobs_enqueued_before_it(jobs, before, after, admitted):
+    """A deploy changes a limit: the jobs already waiting follow the new rule (they
+    kept the one they were enqueued with: a lowered cap was exceeded until they ran)."""
+    waiting = limited(jobs, 4, before)
+    limited(jobs, 1, after)
+    assert [c.id for c in jobs.claim(Q, "w1", count=10).jobs] == waiting[:admitted]
+    (gate,) = jobs.limits(Q)
+    assert gate.waiting == 5 - admitted
+
+
+def test_a_keyed_cap_keeps_each_rows_own_rule(jobs):
+    """One gate per key: no rule is kept for them, each row's holds."""
+    first = limited(jobs, 2, concurrency_gate("t.sync", 2, "customer-a"))
+    limited(jobs, 1, concurrency_gate("t.sync", 1, "customer-a"))
+    assert [c.id for c in jobs.claim(Q, "w1", count=10).jobs] == first
+
+
 def test_bad_limits_are_refused_before_anything_is_sent(jobs):
     for bad in ["10/x", "0/s", "ten", "10/s burst 0", None, 10]:
         with pytest.raises(InvalidJobOptions):

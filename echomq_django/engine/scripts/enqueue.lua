@@ -61,6 +61,7 @@ local function debounce(holder, a, delay)
   redis.call('HSET', jk, 'payload', ARGV[a + 2], 'limits', ARGV[a + 13], 'run_after', ARGV[a + 8],
     'state', 'scheduled', 'due_ms', fmt(due))
   redis.call('HDEL', jk, 'ended')  -- a move: see moves.lua
+  announce_gates(ARGV[a + 13])
   return {holder, 'scheduled', 2, redis.call('HGET', jk, 'enqueued_at') or ''}
 end
 

@@ -15,8 +15,10 @@
 --                         (state 'pending', row field `held` = the name)
 --   emq:{q}:gates         ZSET, the names of gates with held jobs, scored by when the
 --                         gate may admit again (ms); 0: now (a slot was freed)
---   emq:{q}:limits        HASH, name -> its spec as last claimed (for the gates' reads,
---                         the admin and stats)
+--   emq:{q}:limits        HASH, name -> its spec as last enqueued (store_job.lua), or
+--                         claimed: the rule every job of the gate follows, whatever
+--                         its row says (a keyed gate: the row's); for the admin, stats
+--                         and the gates' reads
 -- Every command on these keys is a pcall: claim reaches them after its first moves
 -- (promote_due, a job popped), and a key of another type planted at one must not fail
 -- it halfway (a popped job in no place). A gate whose key is corrupt admits (its rate
@@ -76,12 +78,28 @@ local function gate_take(g, id, deadline)
   redis.pcall('HSET', LIMITS, g.name, g.spec)
 end
 
--- The gates of a row's `limits` (unparsable entries are skipped: enqueue validated them).
+-- The gate as its rule stands now: the last enqueued job's (the `limits` hash), or the
+-- row's own when the hash has none for it, or it is keyed ('#'), or unreadable.
+local current = {}
+local function gate_current(g)
+  if string.find(g.name, '#', 1, true) then return g end
+  local now = current[g.name]
+  if now == nil then
+    local spec = redis.pcall('HGET', LIMITS, g.name)
+    now = type(spec) == 'string' and gate_parse(spec)
+    if not now or now.name ~= g.name then now = false end
+    current[g.name] = now
+  end
+  return now or g
+end
+
+-- The gates of a row's `limits` (unparsable entries are skipped: enqueue validated them),
+-- each as its rule stands now.
 local function gates_of(limits)
   local out = {}
   for spec in string.gmatch(limits, '%S+') do
     local g = gate_parse(spec)
-    if g then out[#out + 1] = g end
+    if g then out[#out + 1] = gate_current(g) end
   end
   return out
 end
@@ -199,6 +217,7 @@ local function gates_lost(id, limits, last)
   for spec in string.gmatch(limits, '%S+') do
     local g = string.sub(spec, 1, 5) == 'conc:' and gate_parse(spec)
     if g then
+      g = gate_current(g)
       local key = base .. 'gate:' .. g.name
       if redis.pcall('ZSCORE', key, id) == false then  -- (nil reply: no slot)
         -- the slots still held: those whose lease has not run out (as gate_room counts)

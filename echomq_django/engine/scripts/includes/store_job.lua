@@ -9,6 +9,24 @@
 -- The caller checked that no row exists at `jk`, and counts and wakes once per call.
 -- Returns the state the job is stored in: 'pending' or 'scheduled'.
 -- @include "clock"
+
+-- A new job's gates are the rule from now on (includes/limits.lua reads a gate's rule
+-- here, not from the rows: a deploy that changes a cap or a rate changes it for the
+-- jobs already waiting too). A keyed gate ('#': one per concurrency_key) keeps each
+-- row's own: there are as many as keys, and an idle one leaves no trace. pcall: a key
+-- of another type there loses the announcement, never the job. Once per gate per call.
+local announced = {}
+local function announce_gates(limits)
+  if not limits or limits == '' then return end
+  for spec in string.gmatch(limits, '%S+') do
+    local name = string.match(spec, '^([^/#]+)/')
+    if name and not announced[spec] then
+      announced[spec] = true
+      redis.pcall('HSET', base .. 'limits', name, spec)
+    end
+  end
+end
+
 local function store_job(jk, id, seq, pending_key, scheduled_key, payload, task, priority,
                          max_attempts, lease_ms, due, run_after, result_ttl_ms, dead_ttl_ms, digest,
                          timeout_ms, limits)
@@ -28,6 +46,7 @@ local function store_job(jk, id, seq, pending_key, scheduled_key, payload, task,
     'timeout_ms', timeout_ms or '0', 'state', state, place, fmt(at))
   if limits and limits ~= '' then  -- only a limited job's row has the field
     redis.call('HSET', jk, 'limits', limits)
+    announce_gates(limits)
   end
   return state
 end
