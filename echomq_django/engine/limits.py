@@ -106,7 +106,7 @@ class GateState:
     """One limit of a queue as the server sees it now (``Jobs.limits``)."""
 
     name: str  # 'rate:<scope>' or 'conc:<scope>'
-    spec: str  # its gate spec as last claimed
+    spec: str  # its gate spec as last enqueued (or claimed): the rule its jobs follow
     kind: str  # 'rate' or 'conc'
     scope: str  # the task path, '*' (the queue), or '<task>#<key digest>'
     level: float  # rate: tokens available now; conc: jobs leased now
