@@ -236,22 +236,16 @@ def table_ready() -> bool:
     table exists, ``runreaper`` relays (slowly while no known task uses it) and
     ``get_result`` looks there. An answer is kept once the database gave one.
     """
-    if _table_ready is None:
-        try:
-            using = database()
-            tables = connections[using].introspection.table_names()
-        except Exception:  # no database here (a worker may have none), or none yet
-            return False
-        _set_table_ready(model()._meta.db_table in tables)
-    return bool(_table_ready)
+    try:
+        return _table_exists()
+    except Exception:  # no database here (a worker may have none), or none yet: asked again
+        return False
 
 
-_table_ready: bool | None = None
-
-
-def _set_table_ready(value: bool | None) -> None:
-    global _table_ready
-    _table_ready = value
+@functools.cache
+def _table_exists() -> bool:
+    """The database's answer (a failure raises, and is not kept)."""
+    return model()._meta.db_table in connections[database()].introspection.table_names()
 
 
 def loaded_tasks(modules: Iterable[str]) -> list[AnyTask]:
@@ -276,7 +270,7 @@ def loaded_tasks(modules: Iterable[str]) -> list[AnyTask]:
 def _settings_changed(setting: str, **kwargs: Any) -> None:
     if setting in ("TASKS", "INSTALLED_APPS", "DATABASES"):
         enabled.cache_clear()
-        _set_table_ready(None)
+        _table_exists.cache_clear()
 
 
 __all__ = [

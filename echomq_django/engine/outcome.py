@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -13,7 +14,7 @@ from .json_text import read_json
 # here too because a failure is made of them.
 __all__ = [
     "ERROR_TEXT_MAX", "EndedOutside", "Failure", "Handler", "Outcome", "Success", "call_handler",
-    "error_json", "error_object", "failure_from_exception", "summary_line",
+    "error_json", "error_object", "failure_from_exception", "summary_line", "tell_ended",
 ]  # fmt: skip
 
 
@@ -21,6 +22,17 @@ __all__ = [
 # process was killed or crashed, or the reaper moved it to dead after its worker died.
 # The handler had no chance to report it (Django's task_finished).
 EndedOutside = Callable[[str, str], None]
+
+
+def tell_ended(hook: EndedOutside | None, queue: str, job_id: str, logger: logging.Logger) -> None:
+    """Tell ``hook`` that a job ended outside its handler; a failing hook is logged (on
+    the caller's ``logger``) and never stops the worker or the reaper ending jobs."""
+    if hook is None:
+        return
+    try:
+        hook(queue, job_id)
+    except Exception:
+        logger.exception("telling that job %s ended failed", job_id)
 
 
 @dataclass(frozen=True, slots=True)

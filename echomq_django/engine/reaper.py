@@ -33,7 +33,7 @@ from .errors import EchoMQError, ServerUnavailable
 from .jobs import DEFAULT_CRASH_BUDGET, SWEEP_LIMIT, Jobs, Sweep
 from .keyspace import QueueKeys
 from .outage import Outage
-from .outcome import EndedOutside
+from .outcome import EndedOutside, tell_ended
 from .scheduler import FirePass, Scheduler, apart
 from .schedules import Schedule
 
@@ -154,13 +154,8 @@ class Reaper:
         return sweeps
 
     def tell_ended(self, queue: str, job_ids: Sequence[str]) -> None:
-        if self._ended_outside is None:
-            return
         for job_id in job_ids:
-            try:
-                self._ended_outside(queue, job_id)
-            except Exception:  # a receiver's bug must not stop the sweeps
-                logger.exception("telling that job %s ended failed", job_id)
+            tell_ended(self._ended_outside, queue, job_id, logger)
 
     def sync_schedules(self) -> None:
         """Store the declared schedules on the server (once, before the first tick).

@@ -220,12 +220,7 @@ class TestQueues:
             sent = time.monotonic()
             claim = self.engine.claim(name, self.worker_id, lease_ms=LEASE_MS, start_now=1)
             if claim.jobs:
-                claimed = claim.jobs[0]
-                started = claimed.job is not None and claimed.job.started
-                return Lease(
-                    claimed, LEASE_MS, renewed_at=sent, claimed_at=sent, armed=started,
-                    armed_at_claim=started, server_us=claim.now_ms * 1000,
-                )  # fmt: skip
+                return Lease.of_claim(claim.jobs[0], claim, sent, LEASE_MS)
         return None
 
     def _run(self, lease: Lease) -> RanJob:

@@ -192,15 +192,12 @@ class Claims:
     def _hold(self, claim: Claim, sent: float) -> None:
         config = self._config
         leases = [
-            Lease(
+            Lease.of_claim(
                 c,
+                claim,
+                sent,
                 self._granted_lease_ms(claim, c),
-                renewed_at=sent,
-                claimed_at=sent,
-                armed=c.job is not None and c.job.started,
-                armed_at_claim=c.job is not None and c.job.started,
                 solo=c.job is not None and c.job.solo,
-                server_us=claim.now_ms * 1000,
                 events=self._events,
                 limit_s=config.time_limit_ms(c.job.timeout_ms if c.job else 0) / 1000,
             )

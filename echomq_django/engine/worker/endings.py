@@ -20,7 +20,7 @@ from collections.abc import Callable
 from ..errors import ServerUnavailable, StaleToken
 from ..jobs import Jobs
 from ..outage import Outage
-from ..outcome import EndedOutside, Failure, summary_line
+from ..outcome import EndedOutside, Failure, summary_line, tell_ended
 from ..outcome import error_object as _as_error_object
 from ..retry_policy import RetryPolicy
 from .lease import Lease
@@ -176,11 +176,7 @@ class Endings:
         self._forget(*leases)
 
     def _tell_ended(self, lease: Lease) -> None:
-        if self._ended_outside is not None:
-            try:
-                self._ended_outside(lease.claimed.queue, lease.claimed.id)
-            except Exception:  # a receiver's bug must not stop the worker ending jobs
-                logger.exception("telling that job %s ended failed", lease.claimed.id)
+        tell_ended(self._ended_outside, lease.claimed.queue, lease.claimed.id, logger)
 
     @staticmethod
     def _cancelled(lease: Lease) -> None:

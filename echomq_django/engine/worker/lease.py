@@ -10,9 +10,10 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..events import EventLog, failure_traceback, log_job
-from ..jobs import Claimed
+from ..jobs import Claim, Claimed
 from ..outcome import Failure
 from ..rows import counted_attempts
 from .children import Key
@@ -52,6 +53,18 @@ class Lease:
     task: str = field(init=False)
     attempt: int = field(init=False)  # this run's number, as max_attempts counts
     max_attempts: int = field(init=False)
+
+    @classmethod
+    def of_claim(
+        cls, claimed: Claimed, claim: Claim, sent: float, lease_ms: int, **more: Any
+    ) -> Lease:
+        """A job of ``claim`` (sent at monotonic ``sent``), as its holder keeps it: armed if
+        the claim marked it started, its run's times on the claim's server clock."""
+        started = claimed.job is not None and claimed.job.started
+        return cls(
+            claimed, lease_ms, renewed_at=sent, claimed_at=sent, armed=started,
+            armed_at_claim=started, server_us=claim.now_ms * 1000, **more,
+        )  # fmt: skip
 
     def __post_init__(self) -> None:
         # A job may come back to this worker (released, reaped): its token tells the two apart.

@@ -75,7 +75,9 @@ local function gate_take(g, id, deadline)
   else
     redis.pcall('ZADD', key, fmt(deadline), id)
   end
-  redis.pcall('HSET', LIMITS, g.name, g.spec)
+  if not g.stored then  -- a keyed gate, or a rule not announced yet: the admin lists it
+    redis.pcall('HSET', LIMITS, g.name, g.spec)
+  end
 end
 
 -- The gate as its rule stands now: the last enqueued job's (the `limits` hash), or the
@@ -87,7 +89,7 @@ local function gate_current(g)
   if now == nil then
     local spec = redis.pcall('HGET', LIMITS, g.name)
     now = type(spec) == 'string' and gate_parse(spec)
-    if not now or now.name ~= g.name then now = false end
+    if not now or now.name ~= g.name then now = false else now.stored = true end
     current[g.name] = now
   end
   return now or g
