@@ -12,19 +12,32 @@ UTC offset (``2026-12-01T10:40:56.123+00:00``), for EchoMQ's lines and Django's
 alike. Job events (:mod:`echomq_django.engine.events`) carry their fields as
 JSON keys; every line has ``time``, ``level``, ``logger``, ``process`` and
 ``message``, and ``exc_info`` when a traceback goes with it.
+
+A record's text is data as much as the row it came from: an exception message
+a task chose, a row's field anyone with write access can fill. Neither format
+lets it pass for another record: a text record is one line, and every line below
+it (the message's own, the traceback's) starts with ``CONTINUATION``, so only a
+record's first line can begin with a timestamp; a JSON record is one object on
+one line. Both cut each text at ``ERROR_TEXT_MAX`` characters (head and tail, as a
+row's stored traceback) and escape lone surrogates, which strict JSON parsers
+(``jq``) refuse.
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter as BaseJsonFormatter
+
+from .engine.error_record import storable
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s[%(process)d] %(message)s"
 JSON_FIELDS = ("asctime", "levelname", "name", "process", "message")
 JSON_NAMES = {"asctime": "time", "levelname": "level", "name": "logger"}
 FORMATS = ("text", "json")
+CONTINUATION = "| "  # starts every line of a text record after its first
 
 
 class LogFormatError(ValueError):
@@ -53,7 +66,7 @@ def printable(text: object, keep: str = "\n") -> str:
 
 
 class TextFormatter(logging.Formatter):
-    """One line per record (tracebacks below it), control characters escaped."""
+    """One line per record, the lines below it marked, control characters escaped."""
 
     def __init__(self, fmt: str = TEXT_FORMAT, **kwargs: object) -> None:
         super().__init__(fmt, **kwargs)  # type: ignore[arg-type]
@@ -62,7 +75,20 @@ class TextFormatter(logging.Formatter):
         return super().formatTime(record, datefmt) if datefmt else iso_time(record)
 
     def format(self, record: logging.LogRecord) -> str:
-        return printable(super().format(record))
+        record.message = storable(record.getMessage())
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
+        text = self.formatMessage(record)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            text += "\n" + storable(record.exc_text)
+        if record.stack_info:
+            text += "\n" + storable(self.formatStack(record.stack_info))
+        head, *below = text.split("\n")
+        return "\n".join(
+            [printable(head, keep=""), *(CONTINUATION + printable(line, keep="") for line in below)]
+        )
 
 
 class JsonFormatter(BaseJsonFormatter):
@@ -74,6 +100,20 @@ class JsonFormatter(BaseJsonFormatter):
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return super().formatTime(record, datefmt) if datefmt else iso_time(record)
+
+    def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
+        return {key: _bounded(value) for key, value in log_data.items()}
+
+
+def _bounded(value: object) -> object:
+    """A JSON record's value with every string in it storable (cut, surrogates escaped)."""
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {key: _bounded(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_bounded(item) for item in value]
+    return value
 
 
 def formatter(name: object) -> logging.Formatter:
