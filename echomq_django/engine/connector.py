@@ -5,11 +5,19 @@ NOSCRIPT); every other call sends only its SHA1. Script errors come back as
 typed exceptions. redis-py's automatic command retry is switched off: re-sending
 a transition whose reply was lost could run it twice, so the caller (the worker
 loop, the reaper) decides what a lost connection means.
+
+On a cluster, some calls go straight to the node a key's slot maps to (pipelines,
+the worker's wire, the idle wait), where redis-py cannot notice that the map is
+stale. Each of them reports a failure that may mean the map changed (a lost
+node, READONLY, UNBLOCKED: a failover) to ``topology_changed``, which reads the
+map again, so the next call goes to the node that serves the slot now.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -24,10 +32,27 @@ from .errors import ScriptError, ServerUnavailable
 from .script import Call, Script
 from .url import CLUSTER_SCHEMES, mask_url
 
+logger = logging.getLogger("echomq.connector")
+
 # Callers import these from here: the connector is the engine's one door to the server.
 __all__ = [
     "CLUSTER_SCHEMES", "READ_ERRORS", "Call", "Connector", "mask_url", "plain", "translate_error",
 ]  # fmt: skip
+
+# A node's answer that it does not (or cannot now) serve the slot: a failover, a reshard.
+# redis-py types the errors it knows; UNBLOCKED (a blocking read a failover ended) it does not.
+NODE_ERRORS = (
+    redis.ConnectionError, redis.TimeoutError, OSError, redis.exceptions.ReadOnlyError,
+    redis.exceptions.ClusterDownError, redis.exceptions.MasterDownError,
+    redis.exceptions.TryAgainError,
+)  # fmt: skip
+TOPOLOGY_READ_S = 0.25  # the slot map is read again at most this often
+
+
+def may_have_moved(exc: BaseException) -> bool:
+    """``exc`` may mean the cluster's slot map changed: the node is gone or no longer a
+    primary (a redirect, ASK/MOVED, is followed where it is met, not here)."""
+    return isinstance(exc, NODE_ERRORS) or str(exc).startswith("UNBLOCKED")
 
 
 class Connector:
@@ -44,6 +69,8 @@ class Connector:
         # so threads that meet NOSCRIPT together send the body once, not once each.
         self._loaded: dict[str, int] = {}
         self._loads_lock = threading.RLock()
+        self._topology_lock = threading.Lock()
+        self._topology_read = 0.0  # monotonic: when the slot map was last read again
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Connector:
@@ -77,6 +104,7 @@ class Connector:
                 self._reload(script, loaded)
                 return self._command(command)
         except Exception as exc:
+            self.failed(exc)
             raise translate_error(exc) from exc
 
     def _command(self, command: tuple[Any, ...]) -> Any:
@@ -112,7 +140,9 @@ class Connector:
                 for i, reply in zip(missing, self._pipeline([calls[i] for i in missing])):
                     replies[i] = reply
         except Exception as exc:
+            self.failed(exc)
             raise translate_error(exc) from exc
+        self.failed(*(r for r in replies if isinstance(r, Exception)))
         return [translate_error(r) if isinstance(r, Exception) else r for r in replies]
 
     def run_then(self, call: Call, command: tuple[Any, ...]) -> tuple[Any, Any]:
@@ -137,7 +167,9 @@ class Connector:
                 self._reload(call.script, loaded)
                 replies = self._on_one_connection([evalsha(call), command], call.keys[0])
         except Exception as exc:
+            self.failed(exc)
             raise translate_error(exc) from exc
+        self.failed(*(r for r in replies if isinstance(r, Exception)))
         if isinstance(replies[0], redis.exceptions.AskError):  # ASK, and MOVED (a subclass)
             raise ServerUnavailable(f"the slot of {call.keys[0]} is moving: {replies[0]}")
         if isinstance(replies[0], Exception):
@@ -212,6 +244,31 @@ class Connector:
         if isinstance(self.client, redis.RedisCluster):
             return str(self.client.get_node_from_key(key).name)
         return ""
+
+    def failed(self, *errors: BaseException) -> None:
+        """Calls sent straight to a node failed with ``errors``: read a cluster's slot
+        map again if one of them may mean it changed."""
+        if self.is_cluster and any(may_have_moved(exc) for exc in errors):
+            self.topology_changed()
+
+    def topology_changed(self) -> None:
+        """Read the cluster's slot map again (at most every ``TOPOLOGY_READ_S``; a
+        thread that finds another reading it goes on). A failure to read it (the
+        failover is not over) is left to the next failed call to try again."""
+        client = self.client
+        if not isinstance(client, redis.RedisCluster) or not self._topology_lock.acquire(
+            blocking=False
+        ):
+            return
+        try:
+            if time.monotonic() - self._topology_read < TOPOLOGY_READ_S:
+                return
+            self._topology_read = time.monotonic()
+            client.nodes_manager.initialize()
+        except Exception as exc:  # the failover is not over: the next failed call reads again
+            logger.debug("reading the cluster's slot map again failed: %s", exc)
+        finally:
+            self._topology_lock.release()
 
     def _reload(self, script: Script, loaded_before: int) -> None:
         """Load ``script`` after NOSCRIPT unless another thread loaded it since the call went out."""

@@ -12,14 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from redis.crc import key_slot
 
-from echomq_django.devserver import EmbeddedServer
 from echomq_django.engine import script
 from echomq_django.engine.connector import Call, Connector
 from echomq_django.engine.errors import ScriptError, ServerUnavailable, StaleToken
 from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys, new_job_id
 from tests.support import servers
-from tests.support.cluster import SPREAD, migrate_keys, node_of, slot_of
+from tests.support.cluster import SPREAD, info_field, migrate_keys, node_of, slot_of
 from tests.support.waiting import wait_until
 
 # -- no CROSSSLOT by construction ---------------------------------------------------------
@@ -201,40 +200,6 @@ def test_a_queue_keeps_working_while_its_slot_moves_to_another_node(own_cluster)
 
 
 # -- failover -------------------------------------------------------------------------------
-
-
-def info_field(node, section: str, name: str) -> str:
-    text = node.command("INFO", section)
-    return next(line.split(":", 1)[1] for line in text.splitlines() if line.startswith(name + ":"))
-
-
-@pytest.fixture
-def cluster_with_replica(tmp_path):
-    """One master holding every slot, plus a replica of it that can take over."""
-    cluster = servers.start_valkey_cluster(1)
-    replica_dir = tmp_path / "replica"
-    replica = EmbeddedServer(
-        binary=cluster.binary,
-        dir=replica_dir,
-        extra_args=[
-            "--cluster-enabled", "yes", "--cluster-node-timeout", "5000",
-            "--cluster-config-file", str(replica_dir / "nodes.conf"),
-        ],
-    )  # fmt: skip
-    try:
-        master = cluster.nodes[0]
-        master.command("CONFIG", "SET", "repl-diskless-sync-delay", "0")  # sync at once
-        replica.start()
-        replica.command("CLUSTER", "MEET", master.host, master.port)
-        master_id = master.command("CLUSTER", "MYID")
-        wait_until(lambda: master_id in replica.command("CLUSTER", "NODES"))
-        replica.command("CLUSTER", "REPLICATE", master_id)
-        wait_until(lambda: info_field(replica, "replication", "master_link_status") == "up")
-        wait_until(lambda: master.command("CLUSTER", "REPLICAS", master_id))  # it can vote
-        yield master, replica
-    finally:
-        replica.stop()
-        cluster.stop()
 
 
 def test_a_queue_keeps_working_after_a_failover(cluster_with_replica):

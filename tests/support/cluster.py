@@ -50,3 +50,9 @@ def move_slot(source: EmbeddedServer, target: EmbeddedServer, slot: int) -> None
 def blocked_clients(node: EmbeddedServer) -> int:
     info = node.command("INFO", "clients")
     return int(next(line for line in info.splitlines() if line.startswith("blocked_clients:"))[16:])
+
+
+def info_field(node: EmbeddedServer, section: str, name: str) -> str:
+    """One field of the node's INFO section."""
+    text = node.command("INFO", section)
+    return next(line.split(":", 1)[1] for line in text.splitlines() if line.startswith(name + ":"))

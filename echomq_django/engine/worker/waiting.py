@@ -15,6 +15,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from ..connector import Connector
 from ..errors import EchoMQError
 from ..jobs import Jobs
 from ..keyspace import QueueKeys
@@ -22,6 +23,10 @@ from ..keyspace import QueueKeys
 logger = logging.getLogger("echomq.worker")
 
 BLOCK_SLACK_S = 2.0  # socket_timeout = block timeout + this: a hung read cannot wedge us
+# A cluster's blocking read ended (or refused) on a node that no longer serves its slot.
+REDIRECTS = (redis.exceptions.MovedError, redis.exceptions.ReadOnlyError)
+REDIRECTED_WAIT_S = 0.05
+DOWN_WAIT_S = 1.0
 
 
 class IdleWait:
@@ -39,10 +44,9 @@ class IdleWait:
         self._blocking_since: float | None = None  # for the watchdog
         self.waiting = False
         # On a cluster one blocking call cannot span the queues' slots: a waiter per queue.
-        client = jobs.connector.client
         self._waiters = (
-            QueueWaiters(client, queues, block_s + BLOCK_SLACK_S)
-            if isinstance(client, redis.RedisCluster)  # connector.is_cluster, as a type guard
+            QueueWaiters(jobs.connector, queues, block_s + BLOCK_SLACK_S)
+            if jobs.connector.is_cluster
             else None
         )
 
@@ -185,8 +189,8 @@ class QueueWaiters:
     worker, since this busy one would sit on it, which a standalone worker never does.
     """
 
-    def __init__(self, client: redis.RedisCluster, queues: Sequence[str], socket_timeout: float):
-        self._client = client
+    def __init__(self, connector: Connector, queues: Sequence[str], socket_timeout: float):
+        self._connector = connector
         self._keys = [QueueKeys.of(q).wake for q in queues]
         self._socket_timeout = socket_timeout  # the block time plus slack: a hung read fails
         self._block_s = 0.0
@@ -252,15 +256,16 @@ class QueueWaiters:
                     break
                 logger.debug("blocking wait on %s failed (%s); retrying", key, exc)
                 self._drop(key)
+                self._connector.failed(exc)
                 if isinstance(exc, redis.exceptions.MovedError):
-                    # Resharded or failed over: the server ended the read naming the new
-                    # owner. Learn it and block there (after a breath: never spin).
-                    self._client.nodes_manager.move_slot(exc)
-                    self._closed.wait(0.05)
-                else:
-                    # Down: reconnect after a while; meanwhile the worker's own timeout
-                    # still ends its waits, so the queue is not stuck.
-                    self._closed.wait(self._socket_timeout)
+                    # Resharded: the server ended the read naming the new owner.
+                    cast(redis.RedisCluster, self._connector.client).nodes_manager.move_slot(exc)
+                # Moved or failed over (MOVED, UNBLOCKED, READONLY): block again on the
+                # slot's node now, after a breath (never spin; a wake-up stays in its
+                # key meanwhile). Down: try again after a while, the slot map read again
+                # each time; meanwhile the worker's own timeout still ends its waits.
+                redirected = isinstance(exc, REDIRECTS) or str(exc).startswith("UNBLOCKED")
+                self._closed.wait(REDIRECTED_WAIT_S if redirected else DOWN_WAIT_S)
         self._drop(key)
 
     def _drop(self, key: str) -> None:
@@ -271,7 +276,9 @@ class QueueWaiters:
     def _wait_once(self, key: str) -> None:
         if key not in self._blockers:
             self._blockers[key] = blocking_client(
-                self._client, key, socket_timeout=self._socket_timeout
+                cast(redis.RedisCluster, self._connector.client),
+                key,
+                socket_timeout=self._socket_timeout,
             )
         blocker = self._blockers[key]
         popped = blocker.bzpopmin([key], max(self._block_s, 0.001))
