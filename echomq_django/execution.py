@@ -155,6 +155,7 @@ def run(claimed: Claimed) -> Outcome:
         span.set("echomq.outcome", "success" if isinstance(outcome, Success) else "failure")
         if isinstance(outcome, Failure):
             span.set("echomq.retry", outcome.retry)
+            span.failed(outcome)
         return outcome
 
 

@@ -15,7 +15,11 @@ of their own (``engine/spans.py``).
 * ``execute_span(...)``: the worker's CONSUMER span ``echomq execute <task>``, a
   child of the enqueuer's span (the context is read back from the metadata), with
   the job id, queue, attempt and, at the end, the outcome
-  (``success``/``failure``, and whether a retry was asked for).
+  (``success``/``failure``, and whether a retry was asked for). A failed attempt
+  sets the span's status to ERROR with ``error.type`` (the exception's class path)
+  and an ``exception`` event carrying the stored traceback, as OpenTelemetry's
+  conventions ask: the task's exception is an outcome here, never raised through
+  the span, so nothing would record it otherwise.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
+from .engine.error_record import ErrorRecord
+from .engine.outcome import Failure
 from .engine.spans import otel_context, propagate, recording, trace  # the one guarded import
 
 TRACER_NAME = "echomq_django"
@@ -39,6 +45,23 @@ class Span:
     def set(self, name: str, value: str | int | bool) -> None:
         if self._span is not None:
             self._span.set_attribute(name, value)
+
+    def failed(self, failure: Failure) -> None:
+        """The attempt failed: ERROR status, ``error.type``, and the exception event."""
+        if self._span is None:
+            return
+        error = failure.error
+        kind = error.class_path if isinstance(error, ErrorRecord) else "builtins.Exception"
+        self._span.set_status(trace.Status(trace.StatusCode.ERROR, failure.summary))
+        self._span.set_attribute("error.type", kind)
+        self._span.add_event(
+            "exception",
+            {
+                "exception.type": kind,
+                "exception.message": failure.summary,
+                "exception.stacktrace": error.traceback if isinstance(error, ErrorRecord) else "",
+            },
+        )
 
 
 def _tracer() -> Any:

@@ -34,6 +34,8 @@ def span_document(span) -> dict:
         "span_id": context.span_id,
         "parent_id": parent.span_id if parent else None,
         "attributes": dict(span.attributes),
+        "status": span.status.status_code.name,
+        "events": [{"name": e.name, **dict(e.attributes or {})} for e in span.events],
     }
 
 

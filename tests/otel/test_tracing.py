@@ -85,6 +85,15 @@ def test_the_execute_span_is_a_child_of_the_enqueue_span(jobs, url, tmp_path):
         True,
     )
     assert last["attributes"]["echomq.retry"] is False
+    # A failed attempt is an error to a trace backend: status, error.type, the exception.
+    for attempt in (first, last):
+        assert attempt["status"] == "ERROR"
+        assert attempt["attributes"]["error.type"] == "builtins.ValueError"
+        (event,) = attempt["events"]
+        assert (event["name"], event["exception.type"]) == ("exception", "builtins.ValueError")
+        assert event["exception.message"] == "ValueError: kaput"
+        assert "raise ValueError(message)" in event["exception.stacktrace"]
+    assert (run["status"], run["events"]) == ("UNSET", [])
     assert executed[(alone, 1)]["parent_id"] == alone_enqueue["span_id"]
 
 
