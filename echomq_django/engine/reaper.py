@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from .bounds import MAX_CRASH_BUDGET
 from .errors import EchoMQError, ServerUnavailable
 from .jobs import DEFAULT_CRASH_BUDGET, SWEEP_LIMIT, Jobs, Sweep
 from .keyspace import QueueKeys
@@ -36,6 +37,7 @@ from .outage import Outage
 from .outcome import EndedOutside, tell_ended
 from .scheduler import FirePass, Scheduler, apart
 from .schedules import Schedule
+from .validation import check_int
 
 logger = logging.getLogger("echomq.reaper")
 
@@ -104,6 +106,7 @@ class Reaper:
         self.discover = discover
         self.interval_s = interval_s
         self.limit = limit
+        check_int(crash_budget, 1, MAX_CRASH_BUDGET, "crash_budget")  # at start, not each tick
         self.crash_budget = crash_budget  # see reap.lua: crashes a job may cause, running alone
         self.scheduler = Scheduler(jobs)
         self.declared = None if schedules is None else list(schedules)

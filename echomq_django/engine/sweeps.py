@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import script
-from .bounds import DEFAULT_CRASH_BUDGET, SWEEP_LIMIT, SWEEP_MAX
+from .bounds import DEFAULT_CRASH_BUDGET, MAX_CRASH_BUDGET, SWEEP_LIMIT, SWEEP_MAX
 from .connector import Connector
 from .errors import InvalidJobOptions
 from .keyspace import QueueKeys, validate_job_id
@@ -36,7 +36,7 @@ class Sweeps:
         them. A call whose reply is lost loses its ids."""
         keys = QueueKeys.of(queue)
         check_int(limit, 1, SWEEP_MAX, "limit")
-        check_int(crash_budget, 1, 1_000_000, "crash_budget")
+        check_int(crash_budget, 1, MAX_CRASH_BUDGET, "crash_budget")
         moved = dead = dangling = calls = 0
         reap = script.load("reap")
         while True:

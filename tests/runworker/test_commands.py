@@ -120,6 +120,17 @@ def test_runworker_refuses_bad_arguments(django_jobs, argv):
 
 
 @pytest.mark.parametrize(
+    "argv",
+    [["--crash-budget", "0"], ["--crash-budget", "-1"], ["--crash-budget", "2000000"],
+     ["--crash-budget", "x"], ["--interval", "0"], ["bad name"]],
+)  # fmt: skip
+def test_runreaper_refuses_bad_arguments_before_it_starts(django_jobs, argv):
+    """Not a reaper that starts, looks healthy and fails every tick."""
+    with pytest.raises(CommandError):
+        call_command("runreaper", "--once", *argv, verbosity=0)
+
+
+@pytest.mark.parametrize(
     ("command", "options"),
     [
         (runworker.Command, ["--concurrency", "--burst", "--max-jobs", "--lease", "--name",

@@ -13,7 +13,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from echomq_django import schedules
-from echomq_django.engine.errors import InvalidSchedule, ServerUnavailable
+from echomq_django.engine.errors import InvalidJobOptions, InvalidSchedule, ServerUnavailable
 from echomq_django.engine.jobs import DEFAULT_CRASH_BUDGET
 from echomq_django.engine.nodes import server_version
 from echomq_django.engine.reaper import Reaper
@@ -21,6 +21,7 @@ from echomq_django.execution import finished_outside
 from echomq_django.management import (
     configured_queues,
     connect,
+    count_arg,
     log_server_warnings,
     on_stop_signals,
     queue_arg,
@@ -61,7 +62,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--crash-budget",
-            type=int,
+            type=count_arg,
             default=DEFAULT_CRASH_BUDGET,
             metavar="N",
             help="Crashes a job may cause, running alone on a worker that then died, before "
@@ -82,15 +83,18 @@ class Command(BaseCommand):
             declared = schedules.declared()
         except InvalidSchedule as exc:  # the system checks say so first, unless skipped
             raise CommandError(str(exc)) from exc
-        reaper = Reaper(
-            jobs,
-            explicit or configured_queues(),
-            discover=not explicit,
-            interval_s=options["interval"],
-            crash_budget=options["crash_budget"],
-            schedules=declared,
-            ended_outside=finished_outside,
-        )
+        try:
+            reaper = Reaper(
+                jobs,
+                explicit or configured_queues(),
+                discover=not explicit,
+                interval_s=options["interval"],
+                crash_budget=options["crash_budget"],
+                schedules=declared,
+                ended_outside=finished_outside,
+            )
+        except InvalidJobOptions as exc:  # a bound the parser does not know (the most)
+            raise CommandError(str(exc)) from exc
         relay = relay_for(jobs)  # the outbox relay, when a task enqueues through the outbox
         if options["once"]:
             try:
