@@ -91,11 +91,14 @@ def setup_logging(verbosity: int) -> None:
 
 
 def on_stop_signals(stop: Callable[[], None], logger: logging.Logger, waits: str = "") -> None:
-    """SIGTERM/SIGINT: the first calls ``stop`` (graceful), a second exits at once.
+    """SIGTERM, SIGINT, SIGHUP: the first calls ``stop`` (graceful), a second exits at once.
 
     ``waits`` says what a graceful stop waits for, and how long (the line an operator
     reads after Ctrl-C). Exiting at once leaves held jobs active; the reaper returns
-    them after their lease.
+    them after their lease. A signal the process was started with ignored stays
+    ignored (SIGINT for a job a shell put in the background, SIGHUP under nohup), as
+    Python's own handling does; SIGHUP (its terminal closed) would otherwise end the
+    process with no stop and no line in its log.
     """
 
     stopping = False
@@ -115,7 +118,9 @@ def on_stop_signals(stop: Callable[[], None], logger: logging.Logger, waits: str
         stop()
 
     signal.signal(signal.SIGTERM, handle)
-    signal.signal(signal.SIGINT, handle)
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, handle)
 
 
 def connect() -> Jobs:

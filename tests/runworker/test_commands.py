@@ -86,6 +86,30 @@ def test_a_second_signal_exits_at_once_and_leaves_the_job_to_the_reaper(
     assert "running ones get up to 30s to finish; send it again (Ctrl-C)" in worker.log()
 
 
+def test_a_worker_started_with_sigint_ignored_keeps_it_so_and_stops_on_sighup(
+    django_jobs, valkey_url, spawn, tmp_path
+):
+    """A shell starts a background job (`runworker &` in a script) with SIGINT ignored: a
+    Ctrl-C meant for the shell must not stop it. SIGHUP (its terminal closed) is a stop
+    like SIGTERM, said in the log, not a silent death."""
+    started = tmp_path / "started"
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by the child
+    try:
+        worker = spawn("runworker", valkey_url, "slow", "--grace", "5")
+    finally:
+        signal.signal(signal.SIGINT, before)
+    result = tasks.nap.enqueue(0.3, str(started))
+    wait_until(started.exists, timeout=15)
+    worker.send(signal.SIGINT)
+    wait_until(lambda: django_jobs.get("slow", result.id).state == "completed", timeout=10)
+    second = tasks.nap.enqueue(0.1)
+    wait_until(lambda: django_jobs.get("slow", second.id).state == "completed", timeout=10)
+    assert worker.popen.poll() is None and "SIGINT" not in worker.log()
+    worker.send(signal.SIGHUP)
+    assert worker.wait(10) == 0, worker.log()
+    assert "SIGHUP: stopping" in worker.log()
+
+
 def test_runreaper_once_sweeps_configured_and_discovered_queues(django_jobs):
     from tests.worker.test_reaper import expire_lease
 
