@@ -318,9 +318,12 @@ class EchoMQBackend(BaseTaskBackend):
         )
         return job, result
 
-    def new_job(self, task: AnyTask, args: list[Any], kwargs: dict[str, Any]) -> NewJob:
-        """The job of one enqueue of a valid ``task`` (arguments encoded; not yet validated)."""
-        return self.plan_for(task).new_job(args, kwargs)
+    def new_job(
+        self, task: AnyTask, args: list[Any], kwargs: dict[str, Any], *, traced: bool = True
+    ) -> NewJob:
+        """The job of one enqueue of a valid ``task`` (arguments encoded; not yet validated;
+        ``traced``: see ``EnqueuePlan.new_job``)."""
+        return self.plan_for(task).new_job(args, kwargs, traced=traced)
 
     def store(self, prepared: Sequence[tuple[NewJob, AnyTaskResult]]) -> list[AnyTaskResult]:
         """Send the jobs (one script call each, one round trip); ``task_enqueued`` per job stored.

@@ -76,14 +76,18 @@ class EnqueuePlan:
             limits="" if flow.key is not None else flow.limits(path, queue_rate, (), {}),
         )
 
-    def new_job(self, args: list[Any], kwargs: dict[str, Any]) -> NewJob:
-        """The job of one call (``args``/``kwargs`` encoded already; not yet validated)."""
+    def new_job(self, args: list[Any], kwargs: dict[str, Any], *, traced: bool = True) -> NewJob:
+        """The job of one call (``args``/``kwargs`` encoded already; not yet validated).
+
+        ``traced``: it carries the current trace context. Not a periodic schedule's
+        template: it is built once, wherever (a traced admin request, a reaper's
+        start), and every job it fires would join that one stale trace."""
         limits = self.limits
         if self.flow.key is not None:  # the key is a function of the arguments
             path = self.job_fields["task"]
             limits = self.flow.limits(path, self.queue_rate, args, kwargs)
         return NewJob(
-            payload=self.payload.render(args, kwargs, tracing.metadata()),
+            payload=self.payload.render(args, kwargs, tracing.metadata() if traced else None),
             due_ms=0 if self.run_after is None else due_ms(self.run_after),
             limits=limits,
             **self.job_fields,

@@ -143,7 +143,9 @@ def build(name: object, spec: object) -> Schedule:
         backend.ensure_configured()
         backend.validate_task(task)
         args, kwargs = encode_arguments(spec.get("args", ()), spec.get("kwargs", {}))
-        job = backend.new_job(task, args, kwargs).validate(conf.get_settings().max_payload)
+        job = backend.new_job(task, args, kwargs, traced=False).validate(
+            conf.get_settings().max_payload
+        )
         every = duration_ms(spec.get("every"), "every")
         grace = duration_ms(spec.get("grace"), "grace")
         return Schedule(

@@ -127,3 +127,25 @@ def test_without_opentelemetry_installed_nothing_changes(tmp_path):
     )
     proc = run_python(code)
     assert proc.stdout == "ok\n", proc.stderr
+
+
+SCHEDULE = """
+import json
+from opentelemetry import trace
+from echomq_django import schedules
+spec = {"task": "tests.django.tasks.add", "every": 60, "args": [1, 2]}
+plain = schedules.build("sums", spec)
+with trace.get_tracer("admin").start_as_current_span("GET /admin/echomq/schedules/"):
+    traced = schedules.build("sums", spec)
+print(json.dumps([plain.job.payload, traced.job.payload, plain.digest, traced.digest]))
+"""
+
+
+def test_a_schedule_built_inside_a_trace_carries_none(jobs, url, tmp_path):
+    """A schedule's template is built wherever (a traced admin request, a reaper's start):
+    the trace current then must not mark it "edited in code", nor join every job it
+    fires to that one stale trace."""
+    out, _ = manage_py(url, tmp_path / "spans.jsonl", "shell", "-c", SCHEDULE)
+    plain, traced, plain_digest, traced_digest = json.loads(out.splitlines()[-1])
+    assert traced == plain and "traceparent" not in traced
+    assert traced_digest == plain_digest
