@@ -321,8 +321,7 @@ class EchoMQBackend(BaseTaskBackend):
     def new_job(
         self, task: AnyTask, args: list[Any], kwargs: dict[str, Any], *, traced: bool = True
     ) -> NewJob:
-        """The job of one enqueue of a valid ``task`` (arguments encoded; not yet validated;
-        ``traced``: see ``EnqueuePlan.new_job``)."""
+        """The job of one enqueue of a valid ``task`` (see ``EnqueuePlan.new_job``)."""
         return self.plan_for(task).new_job(args, kwargs, traced=traced)
 
     def store(self, prepared: Sequence[tuple[NewJob, AnyTaskResult]]) -> list[AnyTaskResult]:
