@@ -47,6 +47,16 @@ def plural(count: int, what: str) -> str:
     return f"{count} {what}" if count == 1 else f"{count} {what}s"
 
 
+LISTED_MAX = 500  # characters of a text field one row of a list shows (its page shows more)
+
+
+def clipped(text: str | None, most: int = LISTED_MAX) -> str:
+    """``text`` cut for one row of a list: the worker writes short fields, but a planted
+    or corrupt 10 MB one must not make the page tens of megabytes."""
+    text = text or ""
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
 def pretty(value: Any) -> str:
     """JSON for people: one line when it is short, else indented."""
     line = json.dumps(value, sort_keys=True, ensure_ascii=False)
@@ -145,7 +155,7 @@ class ListedJob:
             problems.insert(0, f"“{job_id[:80]}” is not a job id")
         return cls(
             id=job_id,
-            task=fields.get("task") or "",
+            task=clipped(fields.get("task")),
             priority=int_or_none(fields.get("priority")),
             attempts=counted_attempts_of(fields),
             max_attempts=int_or_none(fields.get("max_attempts")),
@@ -154,8 +164,8 @@ class ListedJob:
             finished=from_us(fields.get("finished_at")),
             due=from_ms(fields.get("due_ms")),
             lease_deadline=from_ms(fields.get("lease_deadline")),
-            worker=fields.get("worker") or "",
-            last_error=fields.get("last_error") or "",
+            worker=clipped(fields.get("worker")),
+            last_error=clipped(fields.get("last_error")),
             missing=all(v is None for v in fields.values()),
             linked=linked,
             problems=tuple(problems),

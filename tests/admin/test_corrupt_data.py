@@ -67,6 +67,20 @@ def test_a_list_holding_a_row_with_a_byte_that_is_not_utf8(jobs, redis_client, v
     assert r"caf\xe9" in detail
 
 
+def test_a_list_shows_a_huge_field_cut(jobs, redis_client, viewer):
+    """The job's own page cuts what it shows; a list showed a planted 10 MB last error in
+    full, twice (its title and its text): a 40 MB page."""
+    job_id = new_job_id()
+    huge = "E" * 10_000_000
+    redis_client.hset(KEYS.job(job_id), mapping={
+        "state": "dead", "task": "T" * 1_000_000, "worker": "W" * 1_000_000, "last_error": huge,
+    })  # fmt: skip
+    redis_client.zadd(KEYS.dead, {job_id: 1})
+    page = get(viewer, list_url(Q, "dead"))
+    assert len(page) < 200_000
+    assert "E" * 499 + "…" in page and "T" * 499 + "…" in page
+
+
 def test_a_due_time_no_datetime_holds_is_named(jobs, redis_client, viewer):
     (job_id,) = seed.scheduled(jobs, Q)
     redis_client.hset(KEYS.job(job_id), "due_ms", str(2**52))
