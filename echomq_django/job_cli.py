@@ -33,7 +33,7 @@ from .engine.jobs import PAGE_MAX, Job, Jobs
 from .engine.keyspace import STATES
 from .engine.nodes import server_time_us
 from .engine.registry import WorkerInfo, list_workers, queue_labels
-from .engine.rows import counted_attempts_of
+from .engine.rows import counted_attempts_of, typed_fields
 from .engine.times import EPOCH, from_us
 from .logs import printable
 from .management import count_arg, queue_arg
@@ -78,7 +78,12 @@ def list_jobs(
         total, entries = found.total, found.entries
     # attempts: those that count (the raw field is the fencing token, see rows.py)
     return total, [
-        {"id": e.id, "score": e.score, **e.fields, "attempts": counted_attempts_of(e.fields)}
+        {
+            "id": e.id,
+            "score": e.score,
+            **typed_fields(e.fields),
+            "attempts": counted_attempts_of(e.fields),
+        }
         for e in entries
     ]
 

@@ -39,6 +39,7 @@ from ..engine.errors import (
 from ..engine.jobs import Job
 from ..engine.keyspace import STATES, validate_job_id
 from ..engine.registry import list_workers
+from ..engine.rows import int_or_none
 from ..engine.stored import StoredRow, find_queue, read_stored
 from ..engine.times import MS, US, from_server
 from ..queue_totals import (  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
@@ -55,7 +56,6 @@ from .presenters import (
     WorkerRow,
     bad_time,
     error_list,
-    int_or_none,
     plural,
     pretty_json,
 )

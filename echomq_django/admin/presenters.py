@@ -18,7 +18,7 @@ from ..engine.jobs import Job
 from ..engine.json_text import read_json
 from ..engine.keyspace import validate_job_id
 from ..engine.registry import WorkerInfo
-from ..engine.rows import counted_attempts_of
+from ..engine.rows import counted_attempts_of, int_or_none
 from ..engine.times import MS, US, from_ms, from_server, from_us
 from ..exceptions import PayloadError
 from ..payload import Payload
@@ -30,16 +30,6 @@ def bad_time(value: object, per_second: int) -> str:
     if value in (None, "") or from_server(value, per_second) is not None:
         return ""
     return f"not a time: {str(value)[:40]}"
-
-
-def int_or_none(value: object) -> int | None:
-    """A row field as an int; None when it is absent or not a number (a row is data)."""
-    if isinstance(value, int):
-        return value
-    try:
-        return int(str(value)) if value not in (None, "") else None
-    except ValueError:
-        return None
 
 
 def plural(count: int, what: str) -> str:

@@ -155,6 +155,23 @@ def _required(values: Sequence[str | None], name: str) -> str:
     return value
 
 
+def int_or_none(value: object) -> int | None:
+    """A row field as an int; None when it is absent or not a number: for what shows
+    rows (pages, lists), where a corrupt field must not hide the others."""
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value)) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def typed_fields(fields: Mapping[str, str | None]) -> dict[str, Any]:
+    """Some of a row's fields as a listing shows them: the ``INT_FIELDS`` as ints (or
+    None), as ``Job`` types them, the rest as they are."""
+    return {k: int_or_none(v) if k in INT_FIELDS else v for k, v in fields.items()}
+
+
 def _with_ints(values: Sequence[str | None]) -> list[Any]:
     """``values`` with the ``INT_FIELDS`` (the tail) as ints (None when absent or empty);
     ``CorruptRow`` names one that is not an integer."""

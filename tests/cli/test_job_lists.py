@@ -19,6 +19,9 @@ def test_jobs_lists_a_place_with_completed_and_dead_newest_first(jobs):
     assert (listed["queue"], listed["state"], listed["total"]) == ("default", "completed", 3)
     assert [j["id"] for j in listed["jobs"]] == [third, second, first]
     assert listed["jobs"][0]["task"] == "tests.task"
+    # Typed as `inspect --json` types them: `jq 'select(.max_attempts > 3)'` compares numbers.
+    numbers = ("attempts", "refunds", "max_attempts", "enqueued_at", "finished_at")
+    assert all(type(j[name]) is int for j in listed["jobs"] for name in numbers), listed["jobs"]
     oldest = echomq_cmd("jobs", "default", "completed", "--oldest-first", "--json").json()
     assert [j["id"] for j in oldest["jobs"]] == [first, second, third]
     table = echomq_cmd("jobs", "default", "completed").out
