@@ -365,6 +365,15 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
             [job_id, int(token), 1 if solo else 0, 1 if began else 0],
         )
 
+    def leave_many(self, items: Sequence[tuple[str, str, int]]) -> list[Any]:
+        """Mark held jobs (queue, id, token) left at a stop while their runs go on in
+        threads: the reaper returns them free once their leases run out (leave.lua).
+        One round trip; a job's typed error (``StaleToken``) as its entry."""
+        leave = script.load("leave")
+        return self.connector.run_many(
+            [Call(leave, leave.keys_for(QueueKeys.of(q), job=i), [i, int(t)]) for q, i, t in items]
+        )
+
     def crashed(
         self,
         queue: str,
@@ -378,7 +387,7 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         """Report that the job's process died while it ran alone: a crash charged to it,
         dead at ``crash_budget`` (see crashed.lua). ``StaleToken`` if not held."""
         keys = QueueKeys.of(queue)
-        check_int(crash_budget, 1, 1_000_000, "crash_budget")
+        check_int(crash_budget, 1, MAX_CRASH_BUDGET, "crash_budget")
         crashed = script.load("crashed")
         reply = self.connector.run(
             crashed,

@@ -12,6 +12,7 @@ from django.core.management.base import CommandError
 
 from echomq_django import management
 from echomq_django.compat import TaskResultStatus
+from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.management.commands import runreaper, runworker
 from tests.support.waiting import wait_until
 from tests.worker import settings as worker_settings
@@ -68,6 +69,29 @@ def test_sigterm_finishes_the_running_job_or_leaves_it_to_the_reaper_and_exits_0
         wait_until(lambda: django_jobs.reap("slow").moved == 1, timeout=10)
         job = django_jobs.get("slow", result.id)
         assert (job.state, job.attempts, job.refunds, job.error_list) == ("pending", 1, 1, [])
+        assert (job.solo, job.crashes) == (False, 0)  # a stop, not a crash: nothing changes
+
+
+def test_sigterm_past_the_grace_kills_a_solo_jobs_child_and_releases_it_free(
+    django_jobs, valkey_url, spawn, tmp_path
+):
+    """A solo job runs in a child of its own, which a stop can kill: the job goes back at
+    once, charged nothing, however many deploys cut it (it used to be left to the reaper,
+    which took each loss for a crash of its worker and ended it dead after three)."""
+    started = tmp_path / "started"
+    result = tasks.nap.enqueue(30, str(started))
+    django_jobs.connector.client.hset(QueueKeys.of("slow").job(result.id), "solo", "1")
+    for deploy in range(4):
+        started.unlink(missing_ok=True)
+        worker = spawn("runworker", valkey_url, "slow", "--grace", "0.5", "--lease", "30")
+        wait_until(started.exists, timeout=15)
+        worker.send(signal.SIGTERM)
+        assert worker.wait(10) == 0, worker.log()
+        job = django_jobs.get("slow", result.id)
+        assert (job.state, job.crashes, job.refunds) == ("pending", 0, deploy + 1), worker.log()
+        assert "killed the child running 1 job(s)" in worker.log()
+    row = django_jobs.connector.client.hgetall(QueueKeys.of("slow").job(result.id))
+    assert (row["solo"], row.get("lost_isolated", "0")) == ("1", "0")
 
 
 def test_a_second_signal_exits_at_once_and_leaves_the_job_to_the_reaper(

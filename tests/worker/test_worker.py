@@ -290,6 +290,30 @@ def test_stop_leaves_what_outlives_grace_to_the_reaper_without_counting_an_attem
     wait_until(lambda: jobs.reap("q").moved == 1, timeout=5)
     job = jobs.get("q", job_id)
     assert (job.state, job.attempts, job.refunds) == ("pending", 1, 1)
+    assert (job.solo, job.crashes) == (False, 0)  # a stop, not a crash of its worker
+
+
+def test_a_solo_job_outliving_the_grace_again_and_again_is_never_charged(jobs, start_worker):
+    """A solo job run in the worker's own thread (its handler cannot go to a child) and
+    cut by stop after stop: each time left, then returned free; never a crash."""
+    (job_id,) = enqueue(jobs)
+    jobs.connector.client.hset(QueueKeys.of("q").job(job_id), "solo", "1")
+    for stop in range(4):
+        running, let_go = threading.Event(), threading.Event()
+
+        def handler(claimed, running=running, let_go=let_go):
+            running.set()
+            let_go.wait(10)
+            return Success("too late")
+
+        rw = start_worker(handler, grace_s=0.2, lease_ms=300)
+        assert running.wait(5)
+        rw.worker.stop()
+        rw.stats()
+        let_go.set()
+        wait_until(lambda: jobs.reap("q").moved == 1, timeout=5)
+        job = jobs.get("q", job_id)
+        assert (job.state, job.crashes, job.refunds, job.solo) == ("pending", 0, stop + 1, True)
 
 
 def test_the_registry_shows_a_running_worker_and_forgets_it(jobs, start_worker):

@@ -7,6 +7,8 @@
 -- * not started in this lease (`run` is not the lease's token: it waited in the
 --   worker's read-ahead, or the claim's reply was lost): back to its old place,
 --   free: the attempt is refunded.
+-- * left by its worker (`left` is the lease's token: a stop whose grace ran out
+--   while it ran in a thread, leave.lua): back free, not solo.
 -- * started, not `solo`: it may have crashed its worker, or run beside the job
 --   that did. Back free, but `solo`: it is claimed alone and run alone from now on,
 --   so the next crash is its own.
@@ -46,7 +48,7 @@ for _, id in ipairs(expired) do
   local row = {}
   if is_row(jk) then
     row = redis.call('HMGET', jk, 'state', 'worker', 'attempts', 'run', 'solo', 'refunds',
-      'crashes', 'isolated', 'cancel', 'limits', 'lost_isolated')
+      'crashes', 'isolated', 'cancel', 'limits', 'lost_isolated', 'left')
   end
   if row[1] ~= 'active' then
     dangling = dangling + 1
@@ -62,6 +64,7 @@ for _, id in ipairs(expired) do
       to = 'dead'
     elseif row[4] ~= row[3] then
       unstarted = unstarted + 1
+    elseif row[12] == row[3] then  -- left at a stop, still running in its thread: free
     elseif row[8] == row[3] then  -- it ran in a child: its worker died, not (yet) it
       local lost = int_in(row[11], 0, 2^53, 0) + 1
       redis.call('HSET', jk, 'solo', '1', 'lost_isolated', fmt(lost))

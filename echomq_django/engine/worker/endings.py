@@ -6,6 +6,8 @@
   budget), or, beside other jobs, released free;
 * ``release``: given back to pending, refunded (not started, stuck behind a slow
   one, a stop);
+* ``leave``: left at a stop whose grace ran out, its run going on in a thread: the
+  reaper returns it free once its lease runs out;
 * ``discard``: the lease is no longer ours (lost, released): nothing to send.
 
 Each ends by letting the lease go from the ledger.
@@ -174,6 +176,25 @@ class Endings:
                 logger.info("job %s %s released back to pending", lease.claimed.id, lease.task)
         self._tally.add("released", released)
         self._forget(*leases)
+
+    def leave(self, *leases: Lease) -> None:
+        """Leave jobs whose runs go on in threads this process cannot stop, at the end of
+        a stop's grace: nobody may start them while those threads may run (until this
+        process exits), and the reaper returns them free after their leases."""
+        for lease in leases:
+            lease.released = True  # their outcome, if it comes, is not for us to send
+        items = [(le.claimed.queue, le.claimed.id, le.claimed.token) for le in leases]
+        try:
+            replies = self._jobs.leave_many(items)
+        except ServerUnavailable as exc:
+            replies = [exc] * len(leases)
+        for lease, reply in zip(leases, replies):
+            if isinstance(reply, Exception) and not isinstance(reply, StaleToken):
+                logger.warning(
+                    "job %s: could not mark it left at the stop (%s); the reaper will "
+                    "return it as it returns the jobs of a worker that died", lease.claimed.id,
+                    reply,
+                )  # fmt: skip
 
     def _tell_ended(self, lease: Lease) -> None:
         tell_ended(self._ended_outside, lease.claimed.queue, lease.claimed.id, logger)

@@ -193,6 +193,14 @@ class Runner:
                 self.on_abandon(run.key, dataclasses.replace(failure, retry=False))
         return max(0.02, min(soonest - now, 1.0))
 
+    def kill_child_runs(self) -> list[Key]:
+        """SIGKILL the solo child if a run is in it, and wait until it is gone (a stop's
+        grace ran out): only then may its jobs go elsewhere. Returns their keys."""
+        keys = [run.key for run in list(self._runs.values()) if run.child is not None]
+        if keys and self._solo_child is not None:
+            self._solo_child.kill()
+        return keys
+
     def close(self) -> None:
         if self._solo_child is not None:
             self._solo_child.close()

@@ -253,15 +253,27 @@ class Worker:
 
     def _end_running(self) -> None:
         """The grace time is over and jobs still run. Never release a job whose task may
-        still run (another worker would start it beside): a thread cannot be killed, so
-        they are left to the reaper, which returns them once this process is gone and
-        their leases run out. (A supervisor kills its child before releasing its jobs.)"""
+        still run (another worker would start it beside): a run in the solo child is
+        killed first, then released free; a thread cannot be killed, so a run in one is
+        left (``Endings.leave``): the reaper returns it free once this process is gone
+        and its lease runs out. (A supervisor kills its child before releasing its jobs.)"""
         leases = self._ledger.unfinished()
         if not leases:
             return
-        logger.warning(
-            "grace time over: %d job(s) still running; the reaper returns them after their lease",
-            len(leases),
-        )
         for lease in leases:
             lease.released = True  # their outcome, if it comes, is not for us to send
+        if self._link is not None:
+            return  # a supervisor's child: the supervisor kills it, then releases its jobs
+        in_child = set(self._runner.kill_child_runs())
+        killed = [lease for lease in leases if lease.key in in_child]
+        left = [lease for lease in leases if lease.key not in in_child]
+        if killed:
+            logger.warning("grace time over: killed the child running %d job(s)", len(killed))
+            self._endings.release(*killed)
+        if left:
+            logger.warning(
+                "grace time over: %d job(s) still running in threads; the reaper returns "
+                "them, free, after their lease",
+                len(left),
+            )
+            self._endings.leave(*left)

@@ -2,7 +2,7 @@
 -- @include "clock"
 -- Each takes the keys it writes as arguments: the caller declared them in KEYS.
 -- Each forgets the row's 'ended' (includes/endings.lua): after any move but the one
--- that recorded it, a re-sent ending is stale.
+-- that recorded it, a re-sent ending is stale; and 'left' (leave.lua), a lease's.
 
 -- Into pending. A fresh sequence puts the job at the back of its priority
 -- (promotion, retry); the kept one returns it to its old place (release, reap).
@@ -19,7 +19,7 @@ local function to_pending(jk, id, pending_key, seq_key, fresh)
   local priority = redis.call('HGET', jk, 'priority')
   redis.call('ZADD', pending_key, fmt(pending_score(priority, seq)), id)
   redis.call('HSET', jk, 'state', 'pending', 'seq', fmt(seq))
-  redis.call('HDEL', jk, 'worker', 'lease_deadline', 'due_ms', 'ended')
+  redis.call('HDEL', jk, 'worker', 'lease_deadline', 'due_ms', 'ended', 'left')
 end
 
 -- Into dead: kept until now + the row's dead_ttl_ms (the set's score). `cancelled`: an
@@ -28,7 +28,7 @@ local function to_dead(jk, id, dead_key, metrics_key, cancelled)
   local ttl = int_in(redis.call('HGET', jk, 'dead_ttl_ms'), 0, ${MAX_DELAY_MS}, ${DEFAULT_DEAD_TTL_MS})
   redis.call('ZADD', dead_key, fmt(now_ms + ttl), id)
   redis.call('HSET', jk, 'state', 'dead', 'finished_at', fmt(now_us))
-  redis.call('HDEL', jk, 'worker', 'lease_deadline', 'due_ms', 'cancel', 'ended')
+  redis.call('HDEL', jk, 'worker', 'lease_deadline', 'due_ms', 'cancel', 'ended', 'left')
   release_idempotency(jk, id)
   bump(metrics_key, 'dead')
   if not cancelled then
