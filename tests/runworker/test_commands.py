@@ -110,6 +110,29 @@ def test_a_second_signal_exits_at_once_and_leaves_the_job_to_the_reaper(
     assert "running ones get up to 30s to finish; send it again (Ctrl-C)" in worker.log()
 
 
+def test_a_solo_job_in_its_child_holds_one_slot_not_the_worker(
+    django_jobs, valkey_url, spawn, tmp_path
+):
+    """A solo job (back from a worker's death) runs in a child of its own: the other
+    slots go on claiming and running jobs meanwhile (the worker used to claim nothing
+    until it ended, every queue idle behind one long job)."""
+    started = tmp_path / "started"
+    slow = tasks.nap.enqueue(30, str(started))
+    django_jobs.connector.client.hset(QueueKeys.of("slow").job(slow.id), "solo", "1")
+    worker = spawn(
+        "runworker", valkey_url, "default", "slow", "--concurrency", "4", "--grace", "0.5"
+    )
+    wait_until(started.exists, timeout=15)
+    quick = [tasks.add.enqueue(i, 1) for i in range(20)]
+    wait_until(
+        lambda: all(django_jobs.get("default", r.id).state == "completed" for r in quick),
+        timeout=15,
+    )
+    assert django_jobs.get("slow", slow.id).state == "active"  # still running, alone
+    worker.send(signal.SIGTERM)
+    assert worker.wait(10) == 0, worker.log()
+
+
 def test_a_worker_started_with_sigint_ignored_keeps_it_so_and_stops_on_sighup(
     django_jobs, valkey_url, spawn, tmp_path
 ):

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from . import readahead
@@ -56,7 +57,7 @@ class Ledger:
         self._running: set[Lease] = set()
         self._closing = False  # executors return once the ready jobs are gone
         self._solo: Lease | None = None  # a solo job taken: nothing else starts meanwhile
-        self._solo_held = 0  # solo jobs held: nothing more is claimed meanwhile
+        self._solo_held = 0  # solo jobs held: without a child for them, nothing more is claimed
         self._left_out: set[Share] = set()  # shares without room during an idle wait
         self._cut: Callable[[], None] | None = None  # ends the idle wait on the server
         for share in shares:
@@ -85,7 +86,9 @@ class Ledger:
 
     def wants(self, quota: int) -> dict[Share, int]:
         """How many to claim now for each share with room, in precedence order, at most
-        ``quota`` in all (empty: nothing is worth claiming, or a solo job is held)."""
+        ``quota`` in all (empty: nothing is worth claiming, or a solo job is held that
+        runs in this process: nothing may run beside it). A solo job that runs in a
+        child of its own stops no claim: the other slots go on."""
         with self._lock:
             self._left_out.clear()
             wants: dict[Share, int] = {}
@@ -96,7 +99,7 @@ class Ledger:
                         share.read_ahead - share.unfinished(), quota, readahead.CLAIM_STEP
                     )
                     quota -= wants[share]
-            return wants if self._solo_held == 0 else {}
+            return wants if self._solo_held == 0 or self._can_isolate else {}
 
     def blocking(self, left_out: set[Share], cut: Callable[[], None]) -> None:
         """An executor waits on the server for the other shares' queues: call ``cut``
@@ -278,8 +281,15 @@ class Ledger:
         return None if share is None else self._pop_ready(share)
 
     def _pop_ready(self, share: Share) -> Lease:
-        """Start ``share``'s next ready lease (``_startable`` chose it). Lock held."""
-        lease = share.ready.popleft()
+        """Start ``share``'s next ready lease that may start (``_startable`` chose the
+        share): the first, unless it is a solo job waiting for the child. Lock held."""
+        ready = share.ready
+        lease = self._first_startable(ready)
+        assert lease is not None  # _startable chose the share for it
+        if lease is ready[0]:
+            ready.popleft()
+        else:
+            ready.remove(lease)  # past a solo job that waits for the solo child
         if lease.solo:
             self._solo = lease
         lease.started = time.monotonic()  # give-back leaves it alone now
@@ -294,9 +304,21 @@ class Ledger:
             ready = share.ready
             while ready and ready[0].released:
                 ready.popleft()  # given back meanwhile (a stuck read-ahead job)
-            if ready and share.running < share.size and self._may_start(ready[0]):
+            if (
+                ready
+                and share.running < share.size
+                and (self._may_start(ready[0]) or self._first_startable(ready))
+            ):
                 return share
         return None
+
+    def _first_startable(self, ready: deque[Lease]) -> Lease | None:
+        """The first of ``ready`` that may start now: the head, or one past a solo job
+        that waits for the solo child to be free. Called with the lock held."""
+        head = ready[0] if ready else None
+        if head is None or self._may_start(head):
+            return head
+        return next((le for le in ready if not le.released and self._may_start(le)), None)
 
     def _may_start(self, lease: Lease) -> bool:
         """This ready job may start now, as far as solo jobs go. Called with the lock held."""
