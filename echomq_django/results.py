@@ -56,7 +56,11 @@ def parse_run_after(text: str) -> datetime | None:
 
 
 def rebuild_task(job: Job, payload: Payload, modules: Iterable[str] = ()) -> AnyTask:
-    """The Task as it was enqueued: the loaded task with the row's per-call values."""
+    """The Task as it was enqueued: the loaded task with the row's per-call values (what
+    ``Task.using`` may change). ``takes_context`` is the code's, never the row's: it is
+    how the function is written, and a deploy that adds a ``context`` parameter must
+    call the new function with it (the row's flag would pass the job's first argument
+    as the context and shift the rest)."""
     return _rebuild(
         payload.task,
         tuple(modules),
@@ -64,7 +68,6 @@ def rebuild_task(job: Job, payload: Payload, modules: Iterable[str] = ()) -> Any
         job.queue,
         payload.backend,
         job.run_after,
-        payload.takes_context,
         payload.idempotency_key,
     )
 
@@ -77,7 +80,6 @@ def _rebuild(
     queue_name: str,
     backend: str,
     run_after: str,
-    takes_context: bool,
     idempotency_key: str | None,
 ) -> AnyTask:
     """Cached: a worker meets the same few task signatures over and over, and building
@@ -88,7 +90,6 @@ def _rebuild(
         "queue_name": queue_name,
         "backend": backend,
         "run_after": parse_run_after(run_after),
-        "takes_context": takes_context,
     }
     if idempotency_key is not None:
         changes["idempotency_key"] = idempotency_key

@@ -14,6 +14,7 @@ from django.utils import timezone
 from echomq_django.backends import EchoMQBackend
 from echomq_django.compat import TaskResultStatus, task_enqueued, task_finished, task_started
 from echomq_django.engine.jobs import NewJob
+from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.worker import Failure, Success, Worker
 from echomq_django.exceptions import PayloadError
 from echomq_django.execution import execute
@@ -126,6 +127,23 @@ def test_takes_context_sees_the_attempt_number(jobs, work):
     assert result.return_value == {"attempt": 2, "id": result.id}
     assert result.attempts == 2
     assert [e.exception_class_path for e in result.errors] == ["builtins.RuntimeError"]
+
+
+@pytest.mark.parametrize(("task", "args", "row_says"), [
+    (tasks.flaky, [1], False),  # a deploy added `context`: the function gets one
+    (tasks.add, [2, 3], True),  # a deploy removed it: the first argument stays one
+])  # fmt: skip
+def test_takes_context_is_the_codes_not_the_rows(jobs, work, task, args, row_says):
+    """A job enqueued before a deploy changed the task's signature runs the function as it
+    is now written; the row's flag passed its first argument as the context."""
+    result = task.enqueue(*args)
+    key = QueueKeys.of("default").job(result.id)
+    payload = json.loads(jobs.connector.client.hget(key, "payload"))
+    jobs.connector.client.hset(key, "payload", json.dumps({**payload, "takes_context": row_says}))
+    work()
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL, result.errors
+    assert result.return_value == (5 if task is tasks.add else {"attempt": 1, "id": result.id})
 
 
 def test_an_async_task_runs(jobs, work):
