@@ -159,5 +159,7 @@ def limits_view(limits: dict[str, list[GateState]]) -> list[Table]:
         table.add_column(name, justify=justify)
     for queue, gate in rows:
         level = f"{gate.level:.1f} tokens" if gate.kind == "rate" else f"{gate.level:.0f} running"
+        if gate.keys is not None:
+            level += f" ({gate.keys} keys)"
         table.add_row(queue, gate.name, gate.describe, level, str(gate.waiting))
     return [table]

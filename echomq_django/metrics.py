@@ -28,6 +28,7 @@ Families (all labelled by ``queue`` unless said otherwise)::
     echomq_limit_tokens{queue,limit}   gauge    a rate limit's tokens available now
     echomq_limit_running{queue,limit}  gauge    a concurrency cap's jobs leased now
     echomq_limit_waiting{queue,limit}  gauge    jobs held back on a limit (still pending, in order)
+    echomq_limit_keys{queue,limit}     gauge    a task's keyed caps: keys with a job leased now
     echomq_workers                     gauge    live workers in the registry (no label)
     echomq_queue_workers{queue}        gauge    live workers that consume the queue
     echomq_worker_slots                gauge    sum of the live workers' concurrency (no label)
@@ -39,6 +40,11 @@ Families (all labelled by ``queue`` unless said otherwise)::
     echomq_schedule_fired_total{queue,schedule}    counter  jobs its ticks enqueued
     echomq_schedule_missed_total{queue,schedule}   counter  ticks given up while no scheduler ran
     echomq_schedule_skipped_total{queue,schedule}  counter  ticks skipped: the last job still ran
+
+``limit`` is 'rate:*' (the queue's own rate limit), 'rate:<task>', 'conc:<task>', or
+'conc:<task>#*': all the keyed caps of a task (concurrency_key) together, running and
+waiting summed over its keys; never one series per key. Every limit of the queue is
+exported on every scrape, whatever the number of keys in use.
 """
 
 from __future__ import annotations
@@ -117,17 +123,23 @@ def unreadable_family(unreadable: dict[str, str]) -> Family:
 
 
 def limit_families(limits: dict[str, list[GateState]]) -> list[Family]:
-    """Per limit of each queue (``limit`` is its name, e.g. 'rate:app.tasks.sync')."""
+    """Per limit of each queue (``limit`` is its name, e.g. 'rate:app.tasks.sync'; a
+    task's keyed caps together: 'conc:app.tasks.sync#*', with its keys in use)."""
     tokens = Family("echomq_limit_tokens", "gauge", "A rate limit's tokens available now.")
     running = Family("echomq_limit_running", "gauge", "A concurrency cap's jobs leased now.")
     waiting = Family("echomq_limit_waiting", "gauge", "Jobs held back on a limit, still pending.")
+    keys = Family(
+        "echomq_limit_keys", "gauge", "Keys of a task's keyed concurrency caps with a job leased."
+    )
     for queue, gates in limits.items():
         for gate in gates:
             labels = {"queue": queue, "limit": gate.name}
             level = tokens if gate.kind == "rate" else running
             level.samples.append((labels, round(gate.level, 3)))
             waiting.samples.append((labels, gate.waiting))
-    return [tokens, running, waiting]
+            if gate.keys is not None:
+                keys.samples.append((labels, gate.keys))
+    return [tokens, running, waiting, keys]
 
 
 def worker_families(workers: Sequence[WorkerInfo], queues: Iterable[str]) -> list[Family]:

@@ -7,7 +7,9 @@ parses a limit ("10/s", "100/15m burst 20") and writes the gate specs a row carr
 - ``rate:<scope>/<n>/<per_ms>/<burst>``: at most n starts per per_ms on average and
   at most ``burst`` at once (GCRA: in any window of W ms, at most burst + n·W/per_ms).
 - ``conc:<scope>/<n>``: at most n jobs leased at once; a keyed cap's scope is
-  ``<task>#<digest of the key>``, one cap per key.
+  ``<task>#<digest of the key>``, one cap per key. The keyed caps of a task are read
+  together, as its family ``conc:<task>#*`` (``GateState.keys``): the server keeps no
+  entry per key where the queue's limits are listed.
 
 Scopes are task paths (or ``*`` for the queue's own rate limit); the keys of a gate are
 in its queue's slot, so every limit is per queue: a task enqueued on two queues has
@@ -28,9 +30,13 @@ MAX_GATES = 4  # a task's rate limit and cap, the queue's rate limit: 3; one spa
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _RATE = re.compile(r"^\s*(\d{1,9})\s*/\s*(\d{0,6})\s*(ms|s|m|h|d)\s*(?:burst\s+(\d{1,9}))?\s*$")
 _SCOPE = re.compile(r"^[^\s/#]{1,400}$")
+# A '#' only in a cap, once, before its key's digest: '<task>#*' names a task's keyed caps
+# together (their family), and no gate of a row may pass for one.
 _GATE = re.compile(
-    r"^(?:rate:[^\s/]{1,480}/(\d{1,9})/(\d{1,12})/(\d{1,9})|conc:[^\s/]{1,480}/(\d{1,9}))$"
+    r"^(?:rate:[^\s/#]{1,480}/(\d{1,9})/(\d{1,12})/(\d{1,9})"
+    r"|conc:[^\s/#]{1,400}(?:#[^\s/#*]{1,64})?/(\d{1,9}))$"
 )
+KEYED = "#*"  # the end of a family's name: 'conc:<task>#*', all the task's keyed caps
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,23 +109,33 @@ def _scope(scope: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class GateState:
-    """One limit of a queue as the server sees it now (``Jobs.limits``)."""
+    """One limit of a queue as the server sees it now (``Jobs.limits``).
+
+    A task's keyed caps (``concurrency_key``: one cap per key) come as one entry, its
+    family: name ``conc:<task>#*``, ``level`` and ``waiting`` summed over its keys,
+    ``keys`` the keys with a job leased now, ``spec`` the cap its last job was enqueued
+    with (each job keeps its own)."""
 
     name: str  # 'rate:<scope>' or 'conc:<scope>'
     spec: str  # its gate spec as last enqueued (or claimed): the rule its jobs follow
     kind: str  # 'rate' or 'conc'
-    scope: str  # the task path, '*' (the queue), or '<task>#<key digest>'
+    scope: str  # the task path, '*' (the queue), or '<task>#*' (a task's keyed caps)
     level: float  # rate: tokens available now; conc: jobs leased now
     waiting: int  # jobs held back on it (pending, in order)
+    keys: int | None = None  # a family: its keys with a job leased now; None: not keyed
+
+    @property
+    def keyed(self) -> bool:
+        return self.name.endswith(KEYED)
 
     @property
     def describe(self) -> str:
-        match = _GATE.match(self.spec)
+        match = _GATE.match(self.spec.replace(KEYED + "/", "/", 1) if self.keyed else self.spec)
         if not match:
             return self.spec
         n, per, burst, cap = match.groups()
         if cap is not None:
-            return f"at most {cap} at once"
+            return f"at most {cap} at once" + (" per key" if self.keyed else "")
         return f"{n} per {_period(int(per))}, burst {burst}"
 
 

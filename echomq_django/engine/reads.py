@@ -6,6 +6,7 @@ needs to be a transition.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,11 @@ from .limits import GateState
 from .replies import Page, PageEntry, QueueStats, counter, pairs
 from .rows import Job
 from .validation import check_int
+
+logger = logging.getLogger("echomq.limits")
+# The most entries of a queue's rules (emq:{q}:limits) one read lists: one per rate limit
+# or cap of a task (a task's keyed caps: one), so far above any project's count.
+LIMITS_READ = 10_000
 
 
 class Reads:
@@ -61,16 +67,24 @@ class Reads:
         metrics = {k: n for k, v in pairs(reply[6]).items() if (n := counter(v)) is not None}
         return QueueStats(queue, int(reply[0]), counts, metrics)
 
-    def limits(self, queue: str, most: int = 100) -> list[GateState]:
+    def limits(self, queue: str, most: int = LIMITS_READ) -> list[GateState]:
         """The queue's rate limits and caps now (one read-only script): tokens or running
-        count, and the jobs held back on each. Keyed caps are listed while in use."""
-        check_int(most, 1, 1000, "most")
+        count, and the jobs held back on each. Every gate of the queue and its tasks is
+        listed, and each task's keyed caps as one entry (``GateState.keys``): the work
+        does not grow with the keys in use. ``most``: the most entries of the queue's
+        rules read (one per gate of a task, never one per key); past it, a warning."""
+        check_int(most, 1, 100_000, "most")
         limit_stats = script.load("limit_stats")
         reply = self.connector.run(limit_stats, limit_stats.keys_for(QueueKeys.of(queue)), [most])
+        if not int(reply[0]):
+            logger.warning(
+                "queue %s has over %d limits: those past them are not listed", queue, most
+            )
         gates = []
-        for name, spec, level, waiting in reply:
+        for name, spec, level, waiting, keys in reply[1:]:
             kind, _, scope = name.partition(":")
-            gates.append(GateState(name, spec, kind, scope, float(level), int(waiting)))
+            count = int(keys) if int(keys) >= 0 else None
+            gates.append(GateState(name, spec, kind, scope, float(level), int(waiting), count))
         return sorted(gates, key=lambda gate: gate.name)
 
     def throughput(self, queue: str, minutes: int = 60) -> list[tuple[int, int, int]]:

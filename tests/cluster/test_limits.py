@@ -54,3 +54,21 @@ def test_caps_and_rate_limits_hold_per_queue_on_the_cluster(cluster_connector):
     for queue in QUEUES:
         gates = {g.scope: g for g in jobs.limits(queue)}
         assert (gates["t.rated"].waiting, gates["t.capped"].level) == (2, 0)
+
+
+def test_a_tasks_keyed_caps_are_counted_together_in_each_queues_slot(cluster_connector):
+    jobs = Jobs(cluster_connector)
+    for queue in QUEUES:
+        batch = [
+            NewJob(payload="{}", task="t.keyed", limits=concurrency_gate("t.keyed", 1, key))
+            for key in ("a", "b", "c", "a")
+        ]
+        jobs.enqueue_many(queue, batch)
+        assert len(jobs.claim(queue, "w1", count=10).jobs) == 3
+        (family,) = jobs.limits(queue)
+        assert (family.name, family.keys, family.level, family.waiting) == (
+            "conc:t.keyed#*",
+            3,
+            3,
+            1,
+        )

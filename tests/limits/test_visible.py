@@ -56,3 +56,48 @@ def test_echomq_stats_lists_the_limits(limited):
     waiting = {g["name"]: (g["level"], g["waiting"]) for g in queue["limits"]}
     assert waiting["conc:app.tasks.capped"] == (1.0, 2)
     assert waiting["rate:app.tasks.rated"][1] == 3
+
+
+@pytest.fixture
+def many_keys(echomq, jobs):
+    """1,100 customers in use of a keyed cap, beside the queue's and the task's limits."""
+    rate = RateLimit.parse("100000/s burst 100000")
+    own = f"{rate.gate('*')} {rate.gate('app.tasks.call_api')}"
+    for first in (0, 500, 1000):
+        batch = [
+            NewJob(
+                payload="{}",
+                task="app.tasks.call_api",
+                limits=f"{own} {concurrency_gate('app.tasks.call_api', 1, f'c{n}')}",
+            )
+            for n in range(first, min(first + 500, 1100))
+        ]
+        jobs.enqueue_many("default", batch)
+    while jobs.claim("default", "w1", count=500).jobs:
+        pass
+    return jobs
+
+
+def test_many_keys_in_use_leave_every_limit_exported_and_one_series_per_task(many_keys):
+    text = metrics.exposition(many_keys)
+    family = 'queue="default",limit="conc:app.tasks.call_api#*"'
+    assert f"echomq_limit_running{{{family}}} 1100" in text
+    assert f"echomq_limit_keys{{{family}}} 1100" in text
+    assert f"echomq_limit_waiting{{{family}}} 0" in text
+    for rule in ("rate:*", "rate:app.tasks.call_api"):
+        assert f'echomq_limit_tokens{{queue="default",limit="{rule}"}} ' in text
+    assert len([line for line in text.splitlines() if line.startswith("echomq_limit_")]) == 7
+    out = io.StringIO()
+    call_command("echomq", "stats", "default", "--json", stdout=out)
+    (queue,) = json.loads(out.getvalue())
+    assert [(g["name"], g["keys"]) for g in queue["limits"]] == [
+        ("conc:app.tasks.call_api#*", 1100), ("rate:*", None), ("rate:app.tasks.call_api", None)
+    ]  # fmt: skip
+
+
+def test_the_admin_shows_a_tasks_keyed_caps_as_one_row(many_keys, django_user_model):
+    client = _client(django_user_model, "viewer", "view_queue")
+    page = client.get("/admin/echomq/queues/default/pending/").content.decode()
+    assert "conc · app.tasks.call_api#*" in page and "at most 1 at once per key" in page
+    assert "1,100 running · 1,100 keys" in page
+    assert "rate · the queue" in page and page.count("conc · ") == 1

@@ -1,5 +1,6 @@
 -- Flow control, inlined by `-- @include "limits"`.
 -- @include "moves"
+-- @include "unhold"
 --
 -- A row's `limits` field lists the gates its job must pass to be claimed, separated
 -- by spaces (engine/limits.py writes them; enqueue stores them, never a worker):
@@ -17,8 +18,12 @@
 --                         gate may admit again (ms); 0: now (a slot was freed)
 --   emq:{q}:limits        HASH, name -> its spec as last enqueued (store_job.lua), or
 --                         claimed: the rule every job of the gate follows, whatever
---                         its row says (a keyed gate: the row's); for the admin, stats
---                         and the gates' reads
+--                         its row says; for the admin, stats and the gates' reads.
+--                         A keyed cap (one gate per key: a row keeps its own rule) has
+--                         no entry of its own: its task's family has one,
+--                         'conc:<task>#*' -> its last enqueued rule, and the family's
+--                         keys count its keys' slots and lines (see unhold.lua), so the
+--                         hash holds one entry per gate of a task, never one per key
 -- Every command on these keys is a pcall: claim reaches them after its first moves
 -- (promote_due, a job popped), and a key of another type planted at one must not fail
 -- it halfway (a popped job in no place). A gate whose key is corrupt admits (its rate
@@ -38,7 +43,8 @@ local function gate_parse(spec)
     if not per or per < 1 or not burst or burst < 1 then return nil end
     return {name = name, spec = spec, rate = true, interval = per * 1000 / n, burst = burst}
   elseif kind == 'conc:' then
-    return {name = name, spec = spec, cap = n}
+    local family, digest = gate_family(name)
+    return {name = name, spec = spec, cap = n, family = family, digest = digest}
   end
 end
 
@@ -75,7 +81,10 @@ local function gate_take(g, id, deadline)
   else
     redis.pcall('ZADD', key, fmt(deadline), id)
   end
-  if not g.stored then  -- a keyed gate, or a rule not announced yet: the admin lists it
+  if g.family then  -- a keyed cap: its slot counts in its task's family, its key is in use
+    redis.pcall('ZADD', base .. 'gate:' .. g.family, fmt(deadline), id)
+    redis.pcall('HSET', base .. 'keys:' .. g.family, g.digest, g.spec)
+  elseif not g.stored then  -- a rule not announced yet: the admin lists it
     redis.pcall('HSET', LIMITS, g.name, g.spec)
   end
 end
@@ -124,11 +133,28 @@ local function gate_hold(jk, id, score, g, due)
   if type(redis.pcall('ZADD', base .. 'held:' .. g.name, score, id)) ~= 'number' then
     return false
   end
+  if g.family then redis.pcall('ZADD', base .. 'held:' .. g.family, score, id) end
   redis.call('HSET', jk, 'held', g.name)
   return true
 end
 
--- @include "unhold"
+-- The rule of a gate with held jobs: the `limits` hash's; a keyed cap's, its key's while
+-- it holds a slot, else its task's last enqueued cap (the claim checks each job it pops
+-- against its row's own rule again). nil: none readable (the line opens: see below).
+local function gate_rule(name)
+  local family, digest = gate_family(name)
+  if not family then
+    local spec = redis.pcall('HGET', LIMITS, name)
+    return type(spec) == 'string' and gate_parse(spec) or nil
+  end
+  local spec = redis.pcall('HGET', base .. 'keys:' .. family, digest)
+  if type(spec) ~= 'string' then
+    local rule = redis.pcall('HGET', LIMITS, family)
+    local cap = type(rule) == 'string' and string.match(rule, '^[^/]*/(%d+)$')
+    spec = cap and (name .. '/' .. cap)
+  end
+  return spec and gate_parse(spec) or nil
+end
 
 -- Gates that may admit now give back up to `count` held jobs to pending (their old
 -- scores: the front of the line), where this claim pops them and checks them again.
@@ -142,17 +168,18 @@ local function gates_open(pending_key, count)
     local name = list[i]
     if tonumber(list[i + 1]) > now_ms then break end
     local held = base .. 'held:' .. name
-    local spec = redis.pcall('HGET', LIMITS, name)
-    local g = type(spec) == 'string' and gate_parse(spec)
+    local g = gate_rule(name)
     local room, due = count, now_ms
     if g then room, due = gate_room(g) end
     if room > count then room = count end
     if room > 0 then
       local popped = redis.pcall('ZPOPMIN', held, room)
       if popped.err then popped = {} end
+      local family = gate_family(name)  -- a keyed cap: out of its task's line too
       for j = 1, #popped, 2 do
         redis.call('ZADD', pending_key, popped[j + 1], popped[j])
         redis.call('HDEL', row_key(popped[j]), 'held')
+        if family then redis.pcall('ZREM', base .. 'held:' .. family, popped[j]) end
       end
       -- When it may admit again once this claim took the jobs moved (they are checked
       -- again when popped): a rate limit's next token; a cap frees a slot when a lease
@@ -192,10 +219,14 @@ local function gates_free(id, limits)
     if name then
       local key = base .. 'gate:' .. name
       redis.pcall('ZREM', key, id)
+      local family, digest = gate_family(name)
+      if family then redis.pcall('ZREM', base .. 'gate:' .. family, id) end
       if redis.pcall('ZADD', GATES, 'XX', 'CH', 0, name) == 1 then
         wake(WAKE)
-      elseif string.find(name, '#', 1, true) and redis.pcall('ZCARD', key) == 0 then
-        redis.pcall('HDEL', LIMITS, name)  -- a keyed gate gone idle: no trace kept
+      end
+      if family and redis.pcall('ZCARD', key) == 0 then  -- a key gone idle: no trace kept
+        redis.pcall('HDEL', base .. 'keys:' .. family, digest)
+        redis.pcall('HDEL', LIMITS, name)  -- (where earlier versions kept a key's rule)
       end
     end
   end
@@ -248,6 +279,8 @@ local function gates_extend(id, limits, deadline, lost)
         gate_take(g, id, deadline)
       else
         redis.pcall('ZADD', base .. 'gate:' .. name, 'XX', fmt(deadline), id)  -- see gates_free
+        local family = gate_family(name)
+        if family then redis.pcall('ZADD', base .. 'gate:' .. family, 'XX', fmt(deadline), id) end
       end
     end
   end

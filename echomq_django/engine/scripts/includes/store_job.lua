@@ -13,13 +13,22 @@
 -- A new job's gates are the rule from now on (includes/limits.lua reads a gate's rule
 -- here, not from the rows: a deploy that changes a cap or a rate changes it for the
 -- jobs already waiting too). A keyed gate ('#': one per concurrency_key) keeps each
--- row's own: there are as many as keys, and an idle one leaves no trace. pcall: a key
--- of another type there loses the announcement, never the job. Once per gate per call.
+-- row's own: there are as many as keys, and none has an entry here; its task's family
+-- ('conc:<task>#*', see unhold.lua) has one, the last enqueued cap, for the admin and
+-- stats. pcall: a key of another type there loses the announcement, never the job.
+-- Once per rule per call.
 local announced = {}
 local function announce_gates(limits)
   if not limits or limits == '' then return end
   for spec in string.gmatch(limits, '%S+') do
     local name = string.match(spec, '^([^/#]+)/')
+    if not name then  -- a keyed cap: its family's rule
+      local family, cap = string.match(spec, '^(conc:[^/#]*)#[^/]*/(%d+)$')
+      if family then
+        name = family .. '#*'
+        spec = name .. '/' .. cap
+      end
+    end
     if name and not announced[spec] then
       announced[spec] = true
       redis.pcall('HSET', base .. 'limits', name, spec)
