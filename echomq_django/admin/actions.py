@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from django.core.exceptions import SuspiciousOperation
+
 from ..engine.errors import WrongState
-from ..engine.jobs import Jobs
+from ..engine.jobs import Bound, Jobs
 from ..engine.keyspace import STATES
 from ..engine.scheduler import Scheduler
 from ..engine.times import from_ms
@@ -26,7 +28,8 @@ class Action:
     slug: str
     label: str
     permission: str  # "change" or "delete" on the Queue model
-    run: Callable[..., str]  # (jobs, queue[, job_id or schedule name]) -> the success message
+    # (jobs, queue, job_id or schedule name or, for a whole set, its Bound) -> the message
+    run: Callable[..., str]
     states: tuple[str, ...] = STATES  # the states (job or schedule) it is offered in
     confirm: str = ""  # non-empty: a confirmation step that says this first
     style: str = ""  # CSS class of the button
@@ -59,15 +62,32 @@ def _delete(jobs: Jobs, queue: str, job_id: str) -> str:
     return f"Job {job_id} deleted (it was {state})."
 
 
-def _retry_all_dead(jobs: Jobs, queue: str) -> str:
-    return f"{plural(jobs.retry_dead(queue).moved, 'job')} moved to pending."
+def _retry_all_dead(jobs: Jobs, queue: str, bound: Bound) -> str:
+    """The jobs dead when the operator was asked (``bound``): those that die meanwhile stay."""
+    sweep = jobs.retry_dead(queue, bound=bound)
+    moved = f"{plural(sweep.moved, 'job')} moved to pending."
+    if sweep.refused:  # retry_dead.lua: a live job holds its idempotency key
+        return f"{moved} {plural(sweep.refused, 'job')} left dead: a live job holds its key."
+    return moved
 
 
-def _purge(state: str) -> Callable[[Jobs, str], str]:
-    def purge(jobs: Jobs, queue: str) -> str:
-        return f"{plural(jobs.trim(queue, state, purge=True).moved, f'{state} job')} purged."
+def _purge(state: str) -> Callable[[Jobs, str, Bound], str]:
+    def purge(jobs: Jobs, queue: str, bound: Bound) -> str:
+        """The jobs in the set when the operator was asked (``bound``): later ones stay."""
+        return f"{plural(jobs.purge(queue, state, bound=bound).moved, f'{state} job')} purged."
 
     return purge
+
+
+def set_bound(jobs: Jobs, queue: str, state: str, sent: str | None) -> Bound:
+    """The set a whole-set action acts on: the bound its confirmation page showed and
+    sent back (``sent``: anything else is a 400), or else the set as it is now."""
+    if sent is None:
+        return jobs.bound(queue, state)
+    try:
+        return Bound.parse(state, sent)
+    except ValueError as exc:  # not what the page sent: a forged or mangled form
+        raise SuspiciousOperation(str(exc)) from None
 
 
 def _pause(jobs: Jobs, queue: str, name: str) -> str:
@@ -107,16 +127,20 @@ JOB_ACTIONS = _by_slug(
 QUEUE_ACTIONS = _by_slug(
     Action(
         "retry-dead", "Retry all dead", "change", _retry_all_dead, states=("dead",),
-        confirm="Every dead job of this queue goes back to pending with a fresh attempt budget.",
+        confirm="Every dead job of this queue goes back to pending with a fresh attempt budget "
+        "(jobs that die from now on stay dead).",
     ),
     Action(
         "purge-dead", "Purge dead", "delete", _purge("dead"), states=("dead",),
-        style="deletelink", confirm="Every dead job of this queue is removed for good.",
+        style="deletelink",
+        confirm="Every dead job of this queue is removed for good (jobs that die from now on "
+        "are kept).",
     ),
     Action(
         "purge-completed", "Purge completed", "delete", _purge("completed"),
         states=("completed",), style="deletelink",
-        confirm="Every completed job of this queue and its result are removed for good.",
+        confirm="Every completed job of this queue and its result are removed for good (jobs "
+        "that complete from now on are kept).",
     ),
 )  # fmt: skip
 SCHEDULE_ACTIONS = _by_slug(

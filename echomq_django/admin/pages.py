@@ -36,7 +36,7 @@ from ..engine.errors import (
     JobNotFound,
     ServerUnavailable,
 )
-from ..engine.jobs import Job
+from ..engine.jobs import Bound, Job
 from ..engine.keyspace import STATES, validate_job_id
 from ..engine.registry import list_workers
 from ..engine.rows import int_or_none
@@ -46,7 +46,7 @@ from ..queue_totals import (  # the registry ∪ ECHOMQ["QUEUES"], as the CLI sh
     known_queues,
     queue_stats,
 )
-from .actions import JOB_ACTIONS, QUEUE_ACTIONS, Action
+from .actions import JOB_ACTIONS, QUEUE_ACTIONS, Action, set_bound
 from .chart import Series, merge, sparkline, throughput_chart
 from .presenters import (
     ListedJob,
@@ -358,19 +358,19 @@ class EchoMQAdmin:
 
     @server_errors
     def queue_action(self, request: HttpRequest, queue: str, action: str) -> HttpResponseBase:
-        """Retry all dead jobs of a queue, or purge its dead or completed set."""
+        """Retry all dead jobs of a queue, or purge a finished set: those its page counted."""
         chosen = self.chosen(request, QUEUE_ACTIONS, action)
         state = chosen.states[0]
         listing = self.url("list", queue=queue, state=state)
-        count = conf.get_jobs().stats(queue).counts[state]
-        subject = f"Queue {queue} ({plural(count, f'{state} job')})"
-        return self.act(request, chosen, (queue,), subject, listing, listing)
+        bound = set_bound(conf.get_jobs(), queue, state, request.POST.get("bound"))
+        subject = f"Queue {queue} ({plural(bound.count, f'{state} job')})"
+        return self.act(request, chosen, (queue, bound), subject, listing, listing)
 
     def act(
         self,
         request: HttpRequest,
         action: Action,
-        target: tuple[str, ...],
+        target: tuple[Any, ...],
         subject: str,
         cancel_url: str,
         after: str,
@@ -381,6 +381,7 @@ class EchoMQAdmin:
                 request, f"{action.label}: are you sure?", action=action, subject=subject,
                 queue=target[0], cancel_url=cancel_url,
                 next=request.GET.get("next", ""),
+                bound=next((t.token() for t in target if isinstance(t, Bound)), ""),
             )  # fmt: skip
             return render(request, "admin/echomq/confirm.html", context)
         if request.method != "POST":

@@ -14,7 +14,8 @@
     reap: expired active -> pending | dead   (free, or solo; dead at the crash budget)
     promote / run_now: scheduled -> pending
     cancel: pending | scheduled -> dead, active -> flagged;  retry_dead: dead -> pending
-    delete, trim;  fire and the schedule_* scripts: see scheduler.py
+    delete, trim;  purge, retry_dead of all: the set as bound (as an operator was asked)
+    fire and the schedule_* scripts: see scheduler.py
 
 Reads (a row, the counts, a page of a place) are plain reads or read-only scripts.
 The only writes outside scripts are the queue registry (a SET outside any queue's
@@ -54,6 +55,7 @@ from .operator_actions import OperatorActions
 from .queue_registry import QueueRegistry
 from .reads import Reads
 from .replies import (
+    Bound,
     Claim,
     Claimed,
     Page,
@@ -72,7 +74,7 @@ __all__ = [
     "BATCH_BYTES", "BATCH_MAX", "DEFAULT_CRASH_BUDGET", "DEFAULT_DEAD_TTL_MS", "DEFAULT_LEASE_MS",
     "DEFAULT_MAX_ATTEMPTS", "DEFAULT_MAX_PAYLOAD", "DEFAULT_RESULT_TTL_MS", "MAX_DELAY_MS",
     "MAX_LEASE_MS", "MAX_PRIORITY", "MIN_PRIORITY", "PAGE_MAX", "ROW_FIELDS", "SWEEP_LIMIT",
-    "SWEEP_MAX", "Claim", "Claimed", "Completing", "Enqueued", "Job", "Jobs", "NewJob", "Page",
+    "SWEEP_MAX", "Bound", "Claim", "Claimed", "Completing", "Enqueued", "Job", "Jobs", "NewJob", "Page",
     "PageEntry",
     "Progress", "QueueStats", "RetryOutcome", "Sweep",
 ]  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,12 +52,48 @@ class RetryOutcome:
 
 @dataclass(frozen=True, slots=True)
 class Sweep:
-    """The outcome of a bounded sweep loop (reap, promote, trim, retry_dead)."""
+    """The outcome of a bounded sweep loop (reap, promote, trim, purge, retry_dead)."""
 
     moved: int = 0
     dead: int = 0
     dangling: int = 0
     calls: int = 0
+    refused: int = 0  # retry_dead: dead jobs left dead (a live job holds their key)
+
+
+_SCORE = re.compile(r"-?[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)?")
+_COUNT = re.compile(r"[0-9]{1,18}")
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A finished set (completed or dead) as an operator's action on all of it found it
+    (bound.lua): ``count`` jobs, none scored above ``max_score``, none finished after
+    ``at_us`` (the server's clock). ``purge`` and ``retry_dead`` act on those jobs only:
+    the ones that finish meanwhile are left for the next command."""
+
+    state: str
+    count: int
+    max_score: str  # the highest score as the server wrote it ('' : the set was empty)
+    at_us: int
+
+    @classmethod
+    def from_reply(cls, state: str, reply: Sequence[Any]) -> Bound:
+        return cls(state, int(reply[0]), str(reply[1] or ""), int(reply[2]))
+
+    def token(self) -> str:
+        """The bound as one string (a form's hidden field): ``parse`` reads it back."""
+        return f"{self.count}:{self.max_score}:{self.at_us}"
+
+    @classmethod
+    def parse(cls, state: str, text: str) -> Bound:
+        """The bound ``token`` wrote; ValueError for anything else."""
+        count, max_score, at_us = text.split(":")
+        if not (_COUNT.fullmatch(count) and _COUNT.fullmatch(at_us)) or len(text) > 80:
+            raise ValueError(f"not a bound: {text!r}")
+        if (max_score == "") != (count == "0") or (max_score and not _SCORE.fullmatch(max_score)):
+            raise ValueError(f"not a bound: {text!r}")
+        return cls(state, int(count), max_score, int(at_us))
 
 
 Progress = Callable[[Sweep], None]

@@ -466,6 +466,38 @@ def test_purge_a_set(jobs, superuser, state, make):
     assert all(jobs.get("emails", i) is None for i in ids)
 
 
+def confirmed_bound(page: str) -> str:
+    """The bound the confirmation page sends back with its form."""
+    return re.search(r'<input type="hidden" name="bound" value="([^"]+)">', page).group(1)
+
+
+@pytest.mark.parametrize(
+    "action, says, left",
+    [("purge-dead", "3 dead jobs purged.", 0), ("retry-dead", "3 jobs moved to pending.", 3)],
+)
+def test_a_whole_set_action_acts_on_the_jobs_its_confirmation_counted(
+    jobs, superuser, action, says, left
+):
+    """Jobs that die while the operator reads the question are not the answer's: before,
+    the count said 3 and the action took 5."""
+    first = seed.dead(jobs, "emails", 3)
+    url = f"{ROOT}queues/emails/actions/{action}/"
+    ask = superuser.get(url).content.decode()
+    assert "Queue emails (3 dead jobs)" in ask
+    later = seed.dead(jobs, "emails", 2)
+    response = superuser.post(url, {"confirm": "yes", "bound": confirmed_bound(ask)}, follow=True)
+    assert messages_of(response) == [says]
+    assert sorted(jobs.connector.client.zrange("emq:{emails}:dead", 0, -1)) == sorted(later)
+    assert sum(state_of(jobs, "emails", i) == "pending" for i in first) == left
+
+
+def test_a_bound_the_page_did_not_send_is_a_400_and_changes_nothing(jobs, superuser):
+    seed.dead(jobs, "emails", 2)
+    url = f"{ROOT}queues/emails/actions/purge-dead/"
+    assert superuser.post(url, {"confirm": "yes", "bound": "2:inf:1"}).status_code == 400
+    assert jobs.stats("emails").counts["dead"] == 2
+
+
 @pytest.mark.parametrize(
     "action, make, says",
     [

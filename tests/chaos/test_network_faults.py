@@ -59,6 +59,12 @@ def _dead(jobs: Jobs) -> dict[str, Any]:
     return state
 
 
+def _dead_bound(jobs: Jobs) -> dict[str, Any]:
+    """Dead jobs, and the dead set as an operator's retry of all of it was asked (its bound:
+    a read, outside the transition under fault)."""
+    return {**_dead(jobs), "bound": jobs.bound(Q, "dead")}
+
+
 def _scheduled(jobs: Jobs) -> dict[str, Any]:
     far = jobs.claim(Q, "w-probe").now_ms + 3_600_000  # an empty claim reads the server clock
     job = jobs.enqueue(Q, NewJob(payload="{}", due_ms=far))
@@ -86,7 +92,8 @@ CASES: dict[str, Case] = {
     "release": Case(_active, lambda j, s: j.release(Q, *s["held"][0])),
     "reap": Case(_expired, lambda j, s: j.reap(Q)),
     "cancel": Case(_pending, lambda j, s: j.cancel(Q, s["ids"][2])),
-    "retry_dead": Case(_dead, lambda j, s: j.retry_dead(Q)),
+    "retry_dead": Case(_dead_bound, lambda j, s: j.retry_dead(Q, bound=s["bound"])),
+    "purge": Case(_dead_bound, lambda j, s: j.purge(Q, "dead", bound=s["bound"])),
     "delete": Case(_pending, lambda j, s: j.delete(Q, s["ids"][1])),
     "run_now": Case(_scheduled, lambda j, s: j.run_now(Q, s["ids"][0])),
 }

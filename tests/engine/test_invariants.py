@@ -127,6 +127,10 @@ def _operations(jobs: Jobs):
     def scheduled():
         return jobs.enqueue(q, new(due_ms=2**42)).id
 
+    def dead_bound():  # an action on a whole set is given the set as the operator saw it
+        dead()
+        return jobs.bound(q, "dead")
+
     return [
         ("enqueue", lambda: None, lambda _: jobs.enqueue(q, new())),
         ("enqueue idempotent", lambda: None, lambda _: jobs.enqueue(q, new(idempotency_key="k"))),
@@ -145,10 +149,11 @@ def _operations(jobs: Jobs):
         ("run_now", scheduled, lambda i: jobs.run_now(q, i)),
         ("cancel", enqueued(), lambda i: jobs.cancel(q, i)),
         ("retry_dead one", dead, lambda i: jobs.retry_dead(q, [i])),
-        ("retry_dead all", dead, lambda _: jobs.retry_dead(q)),
+        ("bound", dead, lambda _: jobs.bound(q, "dead")),
+        ("retry_dead all", dead_bound, lambda b: jobs.retry_dead(q, bound=b)),
         ("delete", enqueued(), lambda i: jobs.delete(q, i)),
         ("trim", dead, lambda _: jobs.trim(q, "dead")),
-        ("purge", dead, lambda _: jobs.trim(q, "dead", purge=True)),
+        ("purge", dead_bound, lambda b: jobs.purge(q, "dead", bound=b)),
         ("stats", lambda: None, lambda _: jobs.stats(q)),
         ("page", enqueued(), lambda _: jobs.page(q, "pending")),
     ]

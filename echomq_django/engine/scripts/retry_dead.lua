@@ -10,18 +10,24 @@
 --
 -- KEYS[1] dead  ZSET   KEYS[2] pending  ZSET   KEYS[3] seq  STRING
 -- KEYS[4] metrics HASH KEYS[5] wake     ZSET
--- ARGV[1] limit   ARGV[2..] job ids (none: the oldest `limit` dead jobs)
+-- ARGV[1] limit   ARGV[2] 'ids' (the given jobs) or 'all' (the dead set as it was when
+-- asked)   ARGV[3..] with 'ids': the job ids, at most `limit`
+-- ARGV[3] with 'all': the bound's highest score (bound.lua)   ARGV[4] the bound's time
+-- (server µs)   ARGV[5] the cursor: the last member the call before read ('' at first)
+-- ARGV[6] its score
 --
--- Reply: {moved, more (1/0)}. Ids that are not dead (or whose row key holds
--- another type) are skipped: no command fails after the first moves. Without
--- ids, refused jobs stay at the front of the dead set: each call reads past
--- them, at most 10 * limit members, and `more` is 0 once a call moves (or drops)
--- nothing: past 10 * limit refused jobs in a row a sweep stops early.
+-- Reply: {moved, more (1/0), cursor, its score, refused}. Ids that are not dead (or
+-- whose row key holds another type) are skipped: no command fails after the first
+-- moves. With 'all', each call reads `limit` members after the cursor (see
+-- includes/bulk.lua): the jobs that died after the bound (a job this sweep retried,
+-- failing again, too) and the refused jobs stay where they are, so the sweep retries
+-- each job at most once and ends once it has passed the bound.
 -- @include "moves"
+-- @include "bulk"
 local limit = tonumber(ARGV[1])
-local moved, removed, refused = 0, 0, 0
+local moved, refused = 0, 0
 
--- One member of the dead set: revived, refused (stays), or dropped as not dead.
+-- One member of the dead set: revived, refused (it stays), or dropped as not dead.
 local function revive(id)
   local jk = row_key(id)
   if is_row(jk) and redis.call('HGET', jk, 'state') == 'dead' then
@@ -41,31 +47,27 @@ local function revive(id)
     redis.call('HDEL', jk, 'finished_at', 'crashes', 'lost_isolated')
     to_pending(jk, id, KEYS[2], KEYS[3], true)
     moved = moved + 1
-  elseif redis.call('ZREM', KEYS[1], id) == 1 then
-    removed = removed + 1
-    if redis.call('EXISTS', jk) == 1 then
-      -- in the dead set but the row says otherwise: never leave it in two places
-      bump(KEYS[4], 'repaired')
-    end
+  elseif redis.call('ZREM', KEYS[1], id) == 1 and redis.call('EXISTS', jk) == 1 then
+    -- in the dead set but the row says otherwise: never leave it in two places
+    bump(KEYS[4], 'repaired')
   end
 end
 
-local more = 0
-if #ARGV > 1 then
-  for i = 2, #ARGV do revive(ARGV[i]) end
+local more, after_id, after_score = false, '', ''
+if ARGV[2] == 'ids' then
+  for i = 3, #ARGV do revive(ARGV[i]) end
 else
-  local scanned = 0
-  while moved < limit and scanned < 10 * limit do
-    -- members before `refused` were all refused: the first not yet seen is there
-    local ids = redis.call('ZRANGE', KEYS[1], refused, refused + limit - moved - 1)
-    if #ids == 0 then break end
-    for _, id in ipairs(ids) do revive(id) end
-    scanned = scanned + #ids
+  after_id, after_score = ARGV[5], ARGV[6]
+  local batch
+  batch, more = bulk_batch(KEYS[1], limit, ARGV[3], after_id, after_score)
+  for _, entry in ipairs(batch) do
+    local id = entry[1]
+    after_id, after_score = id, entry[2]
+    if not newer(row_key(id), 'dead', ARGV[4]) then revive(id) end
   end
-  if moved + removed > 0 and redis.call('ZCARD', KEYS[1]) > refused then more = 1 end
 end
 if moved > 0 then
   bump(KEYS[4], 'revived', moved)
   wake(KEYS[5])
 end
-return {moved, more}
+return {moved, more and 1 or 0, after_id, after_score, refused}

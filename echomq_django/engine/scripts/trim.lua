@@ -1,11 +1,12 @@
 -- trim: drop finished jobs (completed or dead) whose score is at most ARGV[2].
 --
 -- Scores in completed and dead are the time a row may be dropped (finished +
--- its retention), so retention is trim(now) and an operator's purge is
--- trim(+inf). Bounded by ARGV[1] per call; the caller loops while `more` is 1.
+-- its retention), so retention is trim(now). (An operator's purge of the whole set
+-- is purge.lua: bounded by the set as it was when asked.) Bounded by ARGV[1] per
+-- call; the caller loops while `more` is 1.
 --
 -- KEYS[1] state_set  ZSET (completed or dead)   KEYS[2] metrics  HASH
--- ARGV[1] limit   ARGV[2] 'now' or '+inf'   ARGV[3] metric to count ('trimmed'/'purged')
+-- ARGV[1] limit   ARGV[2] 'now' or a score   ARGV[3] metric to count ('trimmed'/'purged')
 --
 -- Reply: {removed, more (1/0)}
 -- @include "moves"

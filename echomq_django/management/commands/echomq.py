@@ -20,6 +20,8 @@ control characters (an ESC in an exception message) are shown escaped.
 A bad queue name or job id, an unknown job, an unreachable server: a
 ``CommandError`` and a non-zero exit status. Bulk operations run as bounded
 script calls (``--batch`` jobs each) and show a progress bar between them.
+``retry-dead`` and ``purge`` act on the set as it was when they read it (see
+bulk_cli.py). Ctrl-C exits with status 130 and a message, never a traceback.
 """
 
 from __future__ import annotations
@@ -28,18 +30,15 @@ import argparse
 import dataclasses
 import json
 import statistics
-import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO, cast
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Group, RenderableType
 from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from echomq_django import conf, job_cli, outbox, schedule_cli, tail_cli
+from echomq_django import bulk_cli, conf, job_cli, outbox, schedule_cli, tail_cli
 from echomq_django.cli_views import (
     DataConsole,
     job_errors,
@@ -51,7 +50,7 @@ from echomq_django.cli_views import (
 )
 from echomq_django.engine import script
 from echomq_django.engine.errors import EchoMQError, ServerUnavailable
-from echomq_django.engine.jobs import SWEEP_LIMIT, QueueStats, Sweep
+from echomq_django.engine.jobs import SWEEP_LIMIT, QueueStats
 from echomq_django.engine.keyspace import validate_job_id
 from echomq_django.engine.nodes import cached_scripts, primaries
 from echomq_django.management import count_arg, printable, queue_arg, seconds_arg
@@ -170,6 +169,8 @@ class Command(BaseCommand):
             ) from exc
         except EchoMQError as exc:
             raise CommandError(printable(f"{type(exc).__name__}: {exc}")) from exc
+        except KeyboardInterrupt:  # Ctrl-C: a message and status 130, never a traceback
+            raise CommandError("interrupted", returncode=bulk_cli.INTERRUPTED) from None
 
     def emit_json(self, document: Any) -> None:
         self.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
@@ -280,58 +281,17 @@ class Command(BaseCommand):
         else:
             self.console.print(f"job {job_id} ({queue}): {said}")
 
-    # -- bulk operations -----------------------------------------------------------------
+    # -- bulk operations (see bulk_cli.py) -----------------------------------------------
 
     def do_retry_dead(
         self, queue: str, job_ids: Sequence[str], batch: int, as_json: bool, **_: Any
     ) -> None:
-        jobs = conf.get_jobs()
-        total = len(job_ids) or jobs.stats(queue).counts["dead"]
-        with self.progress(f"retry dead jobs of {queue}", total, as_json) as report:
-            sweep = jobs.retry_dead(queue, job_ids, limit=batch, progress=report)
-        if as_json:
-            self.emit_json({"queue": queue, "retried": sweep.moved, "calls": sweep.calls})
-        else:
-            self.console.print(f"{sweep.moved} dead job(s) of {queue} back to pending.")
+        bulk_cli.retry_dead(self, queue, job_ids, batch, as_json)
 
     def do_purge(
         self, queue: str, state: str, interactive: bool, batch: int, as_json: bool, **_: Any
     ) -> None:
-        jobs = conf.get_jobs()
-        total = jobs.stats(queue).counts[state]
-        if (
-            interactive
-            and total
-            and not self.confirm(
-                f"Delete all {total} {state} job(s) of queue {queue}? This cannot be undone. [y/N] "
-            )
-        ):
-            raise CommandError("purge cancelled: nothing was deleted")
-        with self.progress(f"purge {state} jobs of {queue}", total, as_json) as report:
-            sweep = jobs.trim(queue, state, purge=True, limit=batch, progress=report)
-        if as_json:
-            self.emit_json(
-                {"queue": queue, "state": state, "purged": sweep.moved, "calls": sweep.calls}
-            )
-        else:
-            self.console.print(f"Purged {sweep.moved} {state} job(s) of {queue}.")
-
-    def confirm(self, question: str) -> bool:
-        """Ask on stderr (stdout may be a JSON pipe); end of input means no."""
-        self.stderr.write(question, ending="")
-        self.stderr.flush()
-        return sys.stdin.readline().strip().lower() in ("y", "yes")
-
-    @contextmanager
-    def progress(self, label: str, total: int, quiet: bool) -> Iterator[Callable[[Sweep], None]]:
-        """A transient bar fed by the sweep's per-call callback (on a terminal, unless quiet)."""
-        if quiet or not self.console.is_terminal:
-            yield lambda sweep: None
-            return
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-        with Progress(*columns, console=self.console, transient=True) as bar:
-            task = bar.add_task(label, total=total)
-            yield lambda sweep: bar.update(task, completed=sweep.moved)
+        bulk_cli.purge(self, queue, state, interactive, batch, as_json)
 
     # -- ping ----------------------------------------------------------------------------
 
