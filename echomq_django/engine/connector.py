@@ -104,7 +104,7 @@ class Connector:
                 self._reload(script, loaded)
                 return self._command(command)
         except Exception as exc:
-            self.failed(exc)
+            self.failed([exc])
             raise translate_error(exc) from exc
 
     def _command(self, command: tuple[Any, ...]) -> Any:
@@ -140,9 +140,9 @@ class Connector:
                 for i, reply in zip(missing, self._pipeline([calls[i] for i in missing])):
                     replies[i] = reply
         except Exception as exc:
-            self.failed(exc)
+            self.failed([exc])
             raise translate_error(exc) from exc
-        self.failed(*(r for r in replies if isinstance(r, Exception)))
+        self.failed(replies)
         return [translate_error(r) if isinstance(r, Exception) else r for r in replies]
 
     def run_then(self, call: Call, command: tuple[Any, ...]) -> tuple[Any, Any]:
@@ -167,9 +167,9 @@ class Connector:
                 self._reload(call.script, loaded)
                 replies = self._on_one_connection([evalsha(call), command], call.keys[0])
         except Exception as exc:
-            self.failed(exc)
+            self.failed([exc])
             raise translate_error(exc) from exc
-        self.failed(*(r for r in replies if isinstance(r, Exception)))
+        self.failed(replies)
         if isinstance(replies[0], redis.exceptions.AskError):  # ASK, and MOVED (a subclass)
             raise ServerUnavailable(f"the slot of {call.keys[0]} is moving: {replies[0]}")
         if isinstance(replies[0], Exception):
@@ -245,10 +245,13 @@ class Connector:
             return str(self.client.get_node_from_key(key).name)
         return ""
 
-    def failed(self, *errors: BaseException) -> None:
-        """Calls sent straight to a node failed with ``errors``: read a cluster's slot
-        map again if one of them may mean it changed."""
-        if self.is_cluster and any(may_have_moved(exc) for exc in errors):
+    def failed(self, replies: Iterable[Any]) -> None:
+        """Calls sent straight to a node answered ``replies`` (errors among them, or an
+        error raised): read a cluster's slot map again if one may mean it changed.
+        Nothing to look at on a single server (every batch's replies pass here)."""
+        if self.is_cluster and any(
+            may_have_moved(r) for r in replies if isinstance(r, BaseException)
+        ):
             self.topology_changed()
 
     def topology_changed(self) -> None:

@@ -256,7 +256,7 @@ class QueueWaiters:
                     break
                 logger.debug("blocking wait on %s failed (%s); retrying", key, exc)
                 self._drop(key)
-                self._connector.failed(exc)
+                self._connector.failed([exc])
                 if isinstance(exc, redis.exceptions.MovedError):
                     # Resharded: the server ended the read naming the new owner.
                     cast(redis.RedisCluster, self._connector.client).nodes_manager.move_slot(exc)

@@ -203,7 +203,7 @@ class Wire:
             except EchoMQError as exc:
                 for i in again:
                     replies[i] = exc
-        self._connector.failed(*(r for r in replies if isinstance(r, Exception)))
+        self._connector.failed(replies)
         typed = [translate_error(r) if isinstance(r, Exception) else r for r in replies]
         if batch.span is not None:
             spans.note_refusals(batch.span, typed)
@@ -219,7 +219,7 @@ class Wire:
         # The pool's idle connections may be as dead (a failover, a network cut): the
         # next calls on them (a script reloaded after NOSCRIPT) open fresh ones.
         self._connector.drop_idle()
-        self._connector.failed(exc)  # on a cluster, the node may be gone: where is its slot now?
+        self._connector.failed([exc])  # on a cluster, the node may be gone: where is its slot now?
         failed = list(self._waiting)
         self._waiting.clear()
         lost = translate_error(exc) if isinstance(exc, Exception) else exc
