@@ -22,7 +22,7 @@ from redis.typing import EncodableT, FieldT
 
 from .connector import Connector, translate_error
 from .json_text import read_json
-from .keyspace import WORKERS_KEY, validate_worker_id, worker_key
+from .keyspace import WORKERS_KEY, validate_queue_name, validate_worker_id, worker_key
 
 logger = logging.getLogger("echomq.registry")
 
@@ -78,6 +78,10 @@ class WorkerInfo:
                 raise ValueError(f"processes must be >= 0, not {processes}")
             if not isinstance(queues, list) or not isinstance(running, list):
                 raise ValueError("queues and running must be JSON arrays")
+            if len(queues) > MAX_WORKER_QUEUES or len(running) > MAX_WORKER_QUEUES:
+                raise ValueError(f"more than {MAX_WORKER_QUEUES} queues or running jobs")
+            for queue in queues:  # they become metrics labels and page rows
+                validate_queue_name(queue)
             if not isinstance(sizes, dict) or not all(
                 type(n) is int and n > 0 for n in sizes.values()
             ):
@@ -104,6 +108,10 @@ def queue_labels(queues: Sequence[str], sizes: Mapping[str, int]) -> list[str]:
     """The queues as ``runworker`` takes them: a sized one as ``name:slots``."""
     return [f"{q}:{sizes[q]}" if q in sizes else q for q in queues]
 
+
+# The most queues (and running jobs) one worker entry may list: a planted entry with
+# 20,000 must not turn into 20,000 metrics series.
+MAX_WORKER_QUEUES = 1000
 
 # The latest time a worker entry may carry (year 2286): any datetime can show it.
 _LATEST_S = 1e10

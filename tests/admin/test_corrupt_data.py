@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from echomq_django import metrics
 from echomq_django.engine import registry
 from echomq_django.engine.keyspace import QUEUES_KEY, WORKERS_KEY, QueueKeys, new_job_id, worker_key
 
@@ -133,14 +134,20 @@ def test_registry_entries_it_did_not_write_do_not_break_the_dashboard(jobs, redi
     seed.enqueue(jobs, Q)
     redis_client.sadd(QUEUES_KEY, b"bad\xffqueue", b"{braces}")
     seed.add_worker(jobs, "w-good", [Q], 2, 1)
-    redis_client.zadd(WORKERS_KEY, {b"w-\xff": 1, "w-nan": 2, "w-deep": 3, "w-wrongtype": 4})
+    redis_client.zadd(WORKERS_KEY, {
+        b"w-\xff": 1, "w-nan": 2, "w-deep": 3, "w-wrongtype": 4, "w-wide": 5, "w-badname": 6,
+    })  # fmt: skip
     redis_client.hset(worker_key("w-nan"), mapping=_worker_fields(last_seen="nan"))
     redis_client.hset(worker_key("w-deep"), mapping=_worker_fields(queues="[" * 50_000))
     redis_client.set(worker_key("w-wrongtype"), "x")
+    wide = json.dumps([f"q{i}" for i in range(20_000)])  # would be 20,000 metrics series
+    redis_client.hset(worker_key("w-wide"), mapping=_worker_fields(queues=wide))
+    redis_client.hset(worker_key("w-badname"), mapping=_worker_fields(queues='["a\\nb"]'))
     page = get(viewer, ROOT)
     assert "w-good" in page and "w-nan" not in page and "w-deep" not in page
     assert [w.id for w in registry.list_workers(jobs.connector)] == ["w-good"]
     assert jobs.queues() == [Q]
+    assert len(metrics.exposition(jobs)) < 20_000
 
 
 def _worker_fields(**changes: str) -> dict[str, str]:
