@@ -38,7 +38,7 @@ def test_small_chaos_soak_audits_clean(tmp_path, server, fleet):
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     checks = {c["name"]: c for c in json.loads(report.read_text())["checks"]}
-    assert all(c["ok"] is not False for c in checks.values())
+    assert [c for c in checks.values() if c["ok"] is False] == []  # (names the failed ones)
     assert checks["lost (not completed or dead)"]["value"] == 0
     # Default attempt settings: the fleet's faults cost no healthy job its life.
     assert checks["jobs dead without a task failure of their own"]["value"] == 0
