@@ -123,6 +123,21 @@ def test_a_changed_limit_holds_for_the_jobs_enqueued_before_it(jobs, before, aft
     assert gate.waiting == 5 - admitted
 
 
+def test_a_raised_rate_limit_holds_at_once(jobs):
+    """The rate state a slow rule left (an hour ahead, for 1/h) is not the new rule's:
+    raised by a deploy (a typo undone in an incident), it admits the waiting jobs at
+    the new rate, the old ones first, not an hour later."""
+    slow = limited(jobs, 4, RateLimit.parse("1/h").gate("t.limited"))
+    assert [c.id for c in jobs.claim(Q, "w1", count=10).jobs] == slow[:1]
+    assert jobs.claim(Q, "w1", count=10).jobs == []  # the others wait an hour
+    fast = limited(jobs, 3, RateLimit.parse("20/s burst 10").gate("t.limited"))
+    claimed: list[str] = []
+    deadline = time.monotonic() + 5
+    while len(claimed) < 6 and time.monotonic() < deadline:
+        claimed += [c.id for c in jobs.claim(Q, "w1", count=10).jobs]
+    assert claimed == slow[1:] + fast
+
+
 def test_a_keyed_cap_keeps_each_rows_own_rule(jobs):
     """One gate per key: no rule is kept for them, each row's holds."""
     first = limited(jobs, 2, concurrency_gate("t.sync", 2, "customer-a"))

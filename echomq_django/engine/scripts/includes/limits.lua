@@ -48,12 +48,31 @@ local function gate_parse(spec)
   end
 end
 
+-- Store a rate gate's theoretical arrival time (µs); it expires once a full burst is back.
+local function rate_set(g, tat)
+  redis.call('SET', base .. 'gate:' .. g.name, string.format('%.17g', tat),
+    'PX', fmt(math.ceil(g.interval * g.burst / 1000) + 1000))
+end
+
+-- A rate gate's theoretical arrival time (µs), as its rule stands now. Under one rule it
+-- never runs more than `burst` intervals ahead; a state left by a slower rule (a limit
+-- raised by a deploy: an hour ahead for 1/h) is cut to that and stored, so the raised
+-- limit holds from now on: its next token comes one of its own intervals later.
+local function rate_tat(g)
+  local tat = tonumber(redis.pcall('GET', base .. 'gate:' .. g.name)) or 0
+  local most = now_us + g.burst * g.interval
+  if tat > most then
+    rate_set(g, most)
+    return most
+  end
+  return math.max(tat, now_us)
+end
+
 -- How many jobs the gate admits now, and (when none) the ms it next may.
 local function gate_room(g)
   local key = base .. 'gate:' .. g.name
   if g.rate then
-    local tat = tonumber(redis.pcall('GET', key)) or 0
-    if tat < now_us then tat = now_us end
+    local tat = rate_tat(g)
     local slack = (g.burst - 1) * g.interval - (tat - now_us)
     if slack < -1 then  -- 1 µs of float tolerance
       return 0, math.ceil((tat - (g.burst - 1) * g.interval) / 1000)
@@ -74,10 +93,7 @@ end
 local function gate_take(g, id, deadline)
   local key = base .. 'gate:' .. g.name
   if g.rate then
-    local tat = tonumber(redis.pcall('GET', key)) or 0
-    if tat < now_us then tat = now_us end
-    redis.call('SET', key, string.format('%.17g', tat + g.interval),
-      'PX', fmt(math.ceil(g.interval * g.burst / 1000) + 1000))
+    rate_set(g, rate_tat(g) + g.interval)
   else
     redis.pcall('ZADD', key, fmt(deadline), id)
   end
@@ -143,17 +159,20 @@ end
 -- against its row's own rule again). nil: none readable (the line opens: see below).
 local function gate_rule(name)
   local family, digest = gate_family(name)
+  local spec
   if not family then
-    local spec = redis.pcall('HGET', LIMITS, name)
-    return type(spec) == 'string' and gate_parse(spec) or nil
+    spec = redis.pcall('HGET', LIMITS, name)
+  else
+    spec = redis.pcall('HGET', base .. 'keys:' .. family, digest)
+    if type(spec) ~= 'string' then
+      local rule = redis.pcall('HGET', LIMITS, family)
+      local cap = type(rule) == 'string' and string.match(rule, '^[^/]*/(%d+)$')
+      spec = cap and (name .. '/' .. cap)
+    end
   end
-  local spec = redis.pcall('HGET', base .. 'keys:' .. family, digest)
-  if type(spec) ~= 'string' then
-    local rule = redis.pcall('HGET', LIMITS, family)
-    local cap = type(rule) == 'string' and string.match(rule, '^[^/]*/(%d+)$')
-    spec = cap and (name .. '/' .. cap)
-  end
-  return spec and gate_parse(spec) or nil
+  local g = type(spec) == 'string' and gate_parse(spec)
+  if g and g.name == name then return g end  -- (a planted rule of another gate: none)
+  return nil
 end
 
 -- Gates that may admit now give back up to `count` held jobs to pending (their old
@@ -188,8 +207,7 @@ local function gates_open(pending_key, count)
       if room == count then
         due = now_ms + 1
       elseif g and g.rate then
-        local tat = math.max(tonumber(redis.pcall('GET', base .. 'gate:' .. name)) or 0, now_us)
-        due = math.ceil((tat + (#popped / 2) * g.interval - (g.burst - 1) * g.interval) / 1000)
+        due = math.ceil((rate_tat(g) + (#popped / 2) * g.interval - (g.burst - 1) * g.interval) / 1000)
       end
     end
     local left = redis.pcall('ZCARD', held)

@@ -15,8 +15,10 @@
 -- jobs already waiting too). A keyed gate ('#': one per concurrency_key) keeps each
 -- row's own: there are as many as keys, and none has an entry here; its task's family
 -- ('conc:<task>#*', see unhold.lua) has one, the last enqueued cap, for the admin and
--- stats. pcall: a key of another type there loses the announcement, never the job.
--- Once per rule per call.
+-- stats. A changed rule reopens its gate's line of held jobs (their next time was
+-- reckoned under the old rule: an hour away for a 1/h rate raised to 100/s), so the
+-- next claim reckons it again. pcall: a key of another type there loses the
+-- announcement, never the job. Once per rule per call.
 local announced = {}
 local function announce_gates(limits)
   if not limits or limits == '' then return end
@@ -31,7 +33,10 @@ local function announce_gates(limits)
     end
     if name and not announced[spec] then
       announced[spec] = true
-      redis.pcall('HSET', base .. 'limits', name, spec)
+      if redis.pcall('HGET', base .. 'limits', name) ~= spec then
+        redis.pcall('HSET', base .. 'limits', name, spec)
+        redis.pcall('ZADD', base .. 'gates', 'XX', fmt(now_ms), name)
+      end
     end
   end
 end
