@@ -36,6 +36,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from . import outbox
+from .engine.error_record import storable
 from .engine.errors import EchoMQError, JobExists, ServerOutOfMemory, ServerUnavailable
 from .engine.jobs import BATCH_MAX, Jobs, NewJob
 from .engine.keyspace import validate_queue_name
@@ -48,6 +49,7 @@ DEFAULT_INTERVAL_S = 0.1
 DORMANT_INTERVAL_S = 2.0  # no known task uses the outbox: a cheap look now and then
 DEFAULT_LEASE_S = 30.0
 MAX_BACKOFF_S = 60.0  # the longest wait before a refused row, or a lost server, is tried again
+MAX_ATTEMPTS = 2**31 - 1  # the most OutboxJob.attempts holds on every database Django supports
 # Whole-call failures: the batch stops, its rows stay, the relay backs off.
 TRANSIENT = (ServerUnavailable, ServerOutOfMemory, DatabaseError)
 
@@ -183,12 +185,20 @@ class Relay:
         return sent, refused
 
     def hold_back(self, row: OutboxJob, error: str) -> None:
-        attempts = row.attempts + 1
-        delay = min(MAX_BACKOFF_S, 2.0**attempts)
+        """Keep a refused row, with its error, a growing back-off ahead.
+
+        Nothing here may fail on what the row holds: a failure undoes the batch (on
+        PostgreSQL its whole transaction, the sent rows' deletes too), and the row,
+        still the oldest due one, would fail every batch after it. So the count stops
+        at what the column holds (a row planted at its most), the power at a size past
+        the ceiling (2.0**1024 overflows), and the error is text any database stores
+        (a planted option's name may be a lone surrogate or a NUL)."""
+        attempts = min(row.attempts, MAX_ATTEMPTS - 1) + 1
+        delay = min(MAX_BACKOFF_S, 2.0 ** min(attempts, 32))
         logger.error("outbox job %s (queue %s) refused: %s", row.id, row.queue, error)
         self.rows([row.id]).update(
             attempts=attempts,
-            last_error=error[:2000],
+            last_error=storable(error, 2000).replace("\x00", "\\x00"),
             lease="",
             available_at=timezone.now() + timedelta(seconds=delay),
         )

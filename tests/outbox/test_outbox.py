@@ -23,7 +23,7 @@ from echomq_django.compat import TaskResultDoesNotExist, TaskResultStatus, task_
 from echomq_django.devserver import EmbeddedServer
 from echomq_django.engine.errors import ServerUnavailable
 from echomq_django.models import OutboxJob
-from echomq_django.relay import Relay
+from echomq_django.relay import MAX_ATTEMPTS, Relay
 from tests.django import settings as django_test_settings
 from tests.django import tasks as django_tasks
 from tests.outbox import tasks
@@ -231,6 +231,36 @@ def test_a_planted_bad_row_is_kept_refused_and_blocks_nothing(echomq, jobs, chan
     row = OutboxJob.objects.get()
     assert (row.id, row.attempts) == (bad.id, 1) and error in row.last_error
     assert jobs.stats("default").counts["pending"] == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "attempts"),
+    [
+        ({"attempts": 1023}, 1024),  # 2.0**1024 overflowed: every batch failed, for good
+        ({"attempts": MAX_ATTEMPTS}, MAX_ATTEMPTS),  # the column's most: + 1 overflowed it
+        ({"attempts": 10**12}, MAX_ATTEMPTS),  # planted past it (SQLite holds 64 bits)
+        ({"options": '{"\\ud800\\u0000": 1}'}, 1),  # an error text no database stores
+    ],
+    ids=["refused-1023-times", "attempts-at-most", "attempts-planted-huge", "unstorable-error"],
+)
+def test_a_row_refused_for_ever_is_held_back_and_the_rows_behind_it_still_go(
+    echomq, jobs, change, attempts
+):
+    """The relay's bookkeeping of a refused row cannot fail: a failure undid the batch,
+    and the row, still the oldest due, was taken first by every batch after it."""
+    with transaction.atomic():
+        bad = tasks.add.enqueue(0, 0)
+    planted = {"options": "not json", "available_at": timezone.now() - timedelta(seconds=1)}
+    OutboxJob.objects.filter(pk=bad.id).update(**{**planted, **change})
+    with transaction.atomic():
+        good = [tasks.add.enqueue(i, i) for i in range(5)]
+    relay = Relay(jobs, batch=2)
+    assert relay.drain() == 6
+    assert all(jobs.get("default", result.id) is not None for result in good)
+    row = OutboxJob.objects.get()
+    assert (row.id, row.attempts) == (bad.id, attempts)
+    assert row.available_at > timezone.now()  # held back, at most MAX_BACKOFF_S
+    assert "cannot be a job" in row.last_error and "\x00" not in row.last_error
 
 
 def test_idempotency_key_held_on_the_server_stores_nothing_new(echomq, jobs):
