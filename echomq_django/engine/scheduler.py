@@ -307,8 +307,8 @@ def _log(done: Fired) -> None:
         )  # fmt: skip
     if done.missed and done.outcome in ("fired", "skipped"):
         logger.warning(
-            "schedule %s/%s missed %d tick(s) while no scheduler ran", done.queue, done.name,
-            done.missed,
+            "schedule %s/%s missed %d tick(s): no scheduler fired them in time, its catch_up "
+            "gave them up", done.queue, done.name, done.missed,
         )  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from echomq_django.engine import script
 from echomq_django.engine.errors import EchoMQError, InvalidSchedule, JobNotFound, WrongState
 from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
+from echomq_django.engine.reaper import Reaper
 from echomq_django.engine.scheduler import Scheduler
 
 from .conftest import PAYLOAD, backdate, every, expected_id, tick_of, whole_second
@@ -118,6 +119,27 @@ def test_catch_up_after_an_outage_follows_each_policy(scheduler, jobs, redis_cli
     missed = {n: record(scheduler, n).counter("missed") for n in ("latest", "all", "none")}
     assert missed == {"latest": 5, "all": 0, "none": 6}
     assert all(record(scheduler, n).next_ms > now for n in ("latest", "all", "none"))
+
+
+def test_catch_up_none_fires_every_tick_a_running_reaper_fires_whatever_the_grace(
+    scheduler, jobs, caplog
+):
+    """A reaper fires a tick a few ms after it: with grace 0 every tick was given up as
+    missed "while no scheduler ran" though one ran all along."""
+    scheduler.sync([every("strict", overlap="allow", catch_up="none", grace_ms=0)])
+    reaper = Reaper(jobs, ["q"], discover=False)
+    thread = threading.Thread(target=reaper.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 15
+        while record(scheduler, "strict").counter("fired") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        reaper.stop()
+        thread.join(10)
+    stored = record(scheduler, "strict")
+    assert (stored.counter("fired") >= 2, stored.counter("missed")) == (True, 0)
+    assert "missed" not in caplog.text
 
 
 def test_overlap_skip_skips_ticks_while_the_last_job_is_unfinished(scheduler, jobs, redis_client):

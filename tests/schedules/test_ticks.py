@@ -133,6 +133,16 @@ def test_none_fires_only_a_tick_that_is_on_time():
         assert plan(timing, policy, 60_000, three, three + 6 * 3600_000).ticks == [three]
 
 
+def test_none_fires_the_tick_the_last_fire_planned_as_a_running_reaper_fires_it():
+    timing = Timing.parse("", 1000, "UTC")
+    planned = plan(timing, "none", 0, next_ms=10_000, now_ms=10_002)  # woken 2 ms after
+    assert (planned.ticks, planned.missed) == ([10_000], 0)
+    stalled = plan(timing, "none", 0, next_ms=10_000, now_ms=11_500)  # a stall, not a fire
+    assert (stalled.ticks, stalled.missed) == ([], 2)
+    later = plan(timing, "none", 0, next_ms=9_000, now_ms=10_002)  # 9 000 was not fired
+    assert (later.ticks, later.missed) == ([], 2)
+
+
 def test_nothing_is_due_before_the_next_fire_time():
     timing = Timing.parse("", 1000, "UTC")
     assert plan(timing, "latest", 0, next_ms=20_000, now_ms=19_999).ticks == []
