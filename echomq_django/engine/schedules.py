@@ -13,10 +13,12 @@ parser implements it:
   wall clock. A wall time that does not exist on a spring-forward day fires once,
   at the first minute that exists after it (02:30 -> 03:00); a wall time that
   happens twice on an autumn fall-back day fires once, at its first occurrence.
-- An expression with ``*`` in the minute or hour field (``*/15 * * * *``), and a
-  six-field expression (seconds first), is read on the absolute clock: every
-  matching instant fires, so the repeated hour of a fall-back night has its
-  quarter hours twice and the skipped hour of a spring-forward night has none.
+  A six-field one (seconds first) with a fixed second, minute and hour
+  (``0 30 2 * * *``) too: cronsim keeps that rule to five fields, ``walk`` extends it.
+- An expression with ``*`` in the second, minute or hour field (``*/15 * * * *``)
+  is read on the absolute clock: every matching instant fires, so the repeated
+  hour of a fall-back night has its quarter hours twice and the skipped hour of a
+  spring-forward night has none.
 - ``every`` intervals ignore the zone: ticks are the multiples of the interval
   since the Unix epoch (every 5 minutes is :00, :05, ... UTC), the same for
   every scheduler and across restarts.
@@ -114,6 +116,27 @@ def _utc_ms(moment: datetime) -> int:
     return int(moment.astimezone(UTC).timestamp()) * 1000
 
 
+def walk(cron: str, start: datetime, *, reverse: bool = False) -> CronSim:
+    """cronsim's walk of ``cron`` from ``start``, a fixed time of day on the wall clock.
+
+    cronsim reads a five-field expression with a fixed minute and hour on the naive
+    wall clock (Debian cron's DST rule), a six-field one always on the absolute clock:
+    ``0 30 2 * * *`` did not run on a spring-forward day and ran twice on a fall-back
+    day. Written with seconds, the same time of day gets the same rule here, set up as
+    cronsim's constructor sets it up for five fields."""
+    sim = CronSim(cron, start, reverse=reverse)
+    parts = cron.split()
+    if (
+        len(parts) == 6
+        and sim.fixup_tz is None
+        and sim.dt.tzinfo not in (None, UTC)
+        and not any(part.startswith("*") for part in parts[:3])
+    ):
+        sim.fixup_tz = sim.dt.tzinfo
+        sim.dt = sim.dt.replace(tzinfo=None)
+    return sim
+
+
 @dataclass(frozen=True, slots=True)
 class Timing:
     """When a schedule fires: ``cron`` in ``timezone``, or every ``every_ms``."""
@@ -142,7 +165,7 @@ class Timing:
         ):
             raise InvalidCron(f"bad cron expression {cron!r:.80}")
         try:
-            next(CronSim(cron, datetime.now(tz)))
+            next(walk(cron, datetime.now(tz)))
         except (CronSimError, StopIteration, ValueError, LookupError, OverflowError) as exc:
             raise InvalidCron(
                 f"bad cron expression {cron!r}: {str(exc) or 'it never matches'}"
@@ -159,8 +182,11 @@ class Timing:
             return _check_ms((t_ms // self.every_ms + 1) * self.every_ms)
         tz = zone(self.timezone)
         try:
-            start = datetime.fromtimestamp(t_ms / 1000, tz)
-            for moment in CronSim(self.cron, start):
+            # A minute back: a wall-clock tick a spring-forward moved to the first minute
+            # that exists keeps its seconds (03:00:10), and a walk from within those
+            # seconds would pass it by on the wall clock.
+            start = datetime.fromtimestamp(t_ms / 1000 - 60, tz)
+            for moment in walk(self.cron, start):
                 tick = _utc_ms(moment)
                 if tick > t_ms:  # a wall-clock tick of a fall-back night can lie behind `start`
                     return _check_ms(tick)
@@ -208,7 +234,7 @@ class Timing:
         try:
             # now + 1 ms: cronsim's reverse walk starts at the whole second at or before it.
             start = datetime.fromtimestamp((now_ms + 1) / 1000, tz)
-            for moment in CronSim(self.cron, start, reverse=True):
+            for moment in walk(self.cron, start, reverse=True):
                 tick = _utc_ms(moment)
                 if tick < since_ms:
                     break

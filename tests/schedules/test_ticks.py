@@ -41,19 +41,31 @@ def ticks(timing: Timing, start: datetime, n: int) -> list[str]:
     return out
 
 
-def test_a_fixed_time_on_a_spring_forward_day_fires_once_at_the_first_minute_that_exists():
+FIXED_TIMES = pytest.mark.parametrize(
+    "cron", ["30 2 * * *", "0 30 2 * * *", "10 30 2 * * *"], ids=["5", "6", "6-at-10s"]
+)
+
+
+@FIXED_TIMES
+def test_a_fixed_time_on_a_spring_forward_day_fires_once_at_the_first_minute_that_exists(cron):
     # 2026-03-29 in Paris: 02:00 CET jumps to 03:00 CEST; 02:30 does not exist that day.
-    timing = Timing.parse("30 2 * * *", 0, "Europe/Paris")
+    timing = Timing.parse(cron, 0, "Europe/Paris")
     assert ticks(timing, datetime(2026, 3, 27, 12, tzinfo=UTC), 3) == [
         "2026-03-28 02:30 CET",
         "2026-03-29 03:00 CEST",
         "2026-03-30 02:30 CEST",
     ]
+    moved = timing.next_after(ms(datetime(2026, 3, 28, 12, tzinfo=UTC)))  # 03:00 (and 10 s)
+    assert timing.next_after(moved - 1) == moved  # found from within its seconds too
+    back = timing.due(ms(datetime(2026, 3, 30, 12, tzinfo=UTC)), 0, 3)  # fire's walk agrees
+    assert [local(t) for t in back] == ["2026-03-30 02:30 CEST", "2026-03-29 03:00 CEST",
+                                        "2026-03-28 02:30 CET"]  # fmt: skip
 
 
-def test_a_fixed_time_on_a_fall_back_day_fires_once_at_its_first_occurrence():
+@FIXED_TIMES
+def test_a_fixed_time_on_a_fall_back_day_fires_once_at_its_first_occurrence(cron):
     # 2026-10-25 in Paris: 03:00 CEST goes back to 02:00 CET; 02:30 happens twice.
-    timing = Timing.parse("30 2 * * *", 0, "Europe/Paris")
+    timing = Timing.parse(cron, 0, "Europe/Paris")
     fired = [timing.next_after(ms(datetime(2026, 10, 24, 12, tzinfo=UTC)))]
     for _ in range(2):
         fired.append(timing.next_after(fired[-1]))
@@ -65,6 +77,15 @@ def test_a_fixed_time_on_a_fall_back_day_fires_once_at_its_first_occurrence():
     # Asked from inside the repeated hour (after the first 02:30), it does not go back.
     second_pass = ms(datetime(2026, 10, 25, 1, 10, tzinfo=UTC))  # 02:10 CET, the second time
     assert local(timing.next_after(second_pass)) == "2026-10-26 02:30 CET"
+    back = timing.due(ms(datetime(2026, 10, 26, 12, tzinfo=UTC)), 0, 3)
+    assert [local(t) for t in back] == ["2026-10-26 02:30 CET", "2026-10-25 02:30 CEST",
+                                        "2026-10-24 02:30 CEST"]  # fmt: skip
+
+
+def test_a_seconds_field_that_is_not_fixed_follows_the_absolute_clock():
+    timing = Timing.parse("*/30 30 2 * * *", 0, "Europe/Paris")  # 02:30:00 and 02:30:30
+    autumn = ticks(timing, datetime(2026, 10, 25, 0, tzinfo=UTC), 4)  # the hour twice
+    assert autumn == ["2026-10-25 02:30 CEST"] * 2 + ["2026-10-25 02:30 CET"] * 2
 
 
 def test_wildcard_hours_follow_the_absolute_clock_through_both_transitions():
@@ -82,7 +103,9 @@ def test_wildcard_hours_follow_the_absolute_clock_through_both_transitions():
 
 @settings(max_examples=60, deadline=None)
 @given(
-    expr=st.sampled_from(["30 2 * * *", "0,30 * * * *", "15 1-3 * * *", "*/20 * * * * *"]),
+    expr=st.sampled_from(
+        ["30 2 * * *", "0,30 * * * *", "15 1-3 * * *", "*/20 * * * * *", "10 30 2 * * *"]
+    ),
     start=st.integers(ms(datetime(2026, 3, 28, tzinfo=UTC)), ms(datetime(2026, 3, 30, tzinfo=UTC)))
     | st.integers(ms(datetime(2026, 10, 24, tzinfo=UTC)), ms(datetime(2026, 10, 26, tzinfo=UTC))),
 )
