@@ -142,7 +142,7 @@ def build(name: object, spec: object) -> Schedule:
             )
         backend.ensure_configured()
         backend.validate_task(task)
-        args, kwargs = encode_arguments(spec.get("args", ()), spec.get("kwargs", {}))
+        args, kwargs = encode_arguments(*arguments(spec))
         job = backend.new_job(task, args, kwargs, traced=False).validate(
             conf.get_settings().max_payload
         )
@@ -163,6 +163,28 @@ def build(name: object, spec: object) -> Schedule:
         raise type(exc)(f"{where}: {exc}") from None
     except (InvalidTask, ImproperlyConfigured, ValueError, TypeError, AttributeError) as exc:
         raise InvalidSchedule(f"{where}: {exc}") from None
+
+
+def arguments(spec: Mapping[str, Any]) -> tuple[list[Any] | tuple[Any, ...], Mapping[str, Any]]:
+    """A schedule's ``args`` (a list or tuple) and ``kwargs`` (a dict of str names), as a
+    call ``task.enqueue(*args, **kwargs)`` takes them; ``InvalidSchedule`` otherwise.
+
+    Checked here because the payload splats any iterable: ``"args": "report.pdf"`` ran
+    the task with one argument per character, a dict gave its keys, bytes their values,
+    and ``{1: 2}`` as kwargs stored the key as "1", which no Python call could pass.
+    None is refused too: leave the key out for no arguments."""
+    args, kwargs = spec.get("args", ()), spec.get("kwargs", {})
+    if not isinstance(args, list | tuple):
+        raise InvalidSchedule(
+            f"args must be a list of the task's arguments, not {type(args).__name__}"
+        )
+    if not isinstance(kwargs, Mapping):
+        raise InvalidSchedule(
+            f"kwargs must be a dict of argument names -> values, not {type(kwargs).__name__}"
+        )
+    if bad := [key for key in kwargs if not isinstance(key, str)]:
+        raise InvalidSchedule(f"kwargs names must be str, not {str(bad[0])[:40]!r}")
+    return args, kwargs
 
 
 def declared() -> list[Schedule]:

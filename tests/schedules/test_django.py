@@ -110,6 +110,13 @@ def test_periodic_declares_a_schedule_next_to_its_task(declare, monkeypatch):
         ({"task": TASK, "every": -1}, "echomq.E105", "every"),
         ({**NIGHTLY, "args": ["x" * 600_000]}, "echomq.E105", "over the limit"),
         ({**NIGHTLY, "kwargs": {"s": "\udcff"}}, "echomq.E105", "surrogate"),
+        ({**NIGHTLY, "args": "report.pdf"}, "echomq.E105", "args must be a list"),
+        ({**NIGHTLY, "args": {"a": 1}}, "echomq.E105", "args must be a list"),
+        ({**NIGHTLY, "args": b"hi"}, "echomq.E105", "args must be a list"),
+        ({**NIGHTLY, "args": None}, "echomq.E105", "args must be a list"),
+        ({**NIGHTLY, "kwargs": [1]}, "echomq.E105", "kwargs must be a dict"),
+        ({**NIGHTLY, "kwargs": None}, "echomq.E105", "kwargs must be a dict"),
+        ({**NIGHTLY, "kwargs": {1: 2}}, "echomq.E105", "kwargs names must be str"),
         ({**NIGHTLY, "timezone": "\udcff"}, "echomq.E104", "unknown time zone"),
     ],
 )
