@@ -27,13 +27,14 @@ from .validation import check_int
 
 QUEUE_SCOPE = "*"  # the scope of a queue's own rate limit (no task path is '*')
 MAX_GATES = 4  # a task's rate limit and cap, the queue's rate limit: 3; one spare
+MAX_PERIOD_MS = 10**12 - 1  # a rate's longest period (about 31 years): parse and _GATE
 _UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 _RATE = re.compile(r"^\s*(\d{1,9})\s*/\s*(\d{0,6})\s*(ms|s|m|h|d)\s*(?:burst\s+(\d{1,9}))?\s*$")
 _SCOPE = re.compile(r"^[^\s/#]{1,400}$")
 # A '#' only in a cap, once, before its key's digest: '<task>#*' names a task's keyed caps
 # together (their family), and no gate of a row may pass for one.
 _GATE = re.compile(
-    r"^(?:rate:[^\s/#]{1,480}/(\d{1,9})/(\d{1,12})/(\d{1,9})"
+    rf"^(?:rate:[^\s/#]{{1,480}}/(\d{{1,9}})/(\d{{1,{len(str(MAX_PERIOD_MS))}}})/(\d{{1,9}})"
     r"|conc:[^\s/#]{1,400}(?:#[^\s/#*]{1,64})?/(\d{1,9}))$"
 )
 KEYED = "#*"  # the end of a family's name: 'conc:<task>#*', all the task's keyed caps
@@ -60,8 +61,10 @@ class RateLimit:
         count, amount, unit, burst = match.groups()
         per_ms = int(amount or 1) * _UNITS[unit]
         limit = cls(int(count), per_ms, int(burst or 1))
-        if not (limit.count >= 1 and 1 <= limit.per_ms <= 2**40 and 1 <= limit.burst <= 10**6):
-            raise InvalidJobOptions(f"{name}: count, period and burst must be positive")
+        if not (limit.count >= 1 and 1 <= limit.burst <= 10**6):
+            raise InvalidJobOptions(f"{name}: count and burst must be positive")
+        if not 1 <= limit.per_ms <= MAX_PERIOD_MS:
+            raise InvalidJobOptions(f"{name}: the period must be from 1 ms to {MAX_PERIOD_MS} ms")
         return limit
 
     def gate(self, scope: str) -> str:

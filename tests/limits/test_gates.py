@@ -12,9 +12,15 @@ import pytest
 from echomq_django.engine.errors import InvalidJobOptions
 from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
-from echomq_django.engine.limits import RateLimit, concurrency_gate, validate_limits
+from echomq_django.engine.limits import (
+    MAX_PERIOD_MS,
+    RateLimit,
+    concurrency_gate,
+    validate_limits,
+)
 from echomq_django.engine.scheduler import Scheduler
 from echomq_django.engine.schedules import Schedule
+from echomq_django.flow import queue_rate_limits
 
 Q = "q"
 ERROR = '{"exception_class_path": "builtins.ValueError", "traceback": "boom"}'
@@ -190,3 +196,16 @@ def test_throttle_and_debounce_are_refused_without_a_key_or_together(jobs):
         with pytest.raises(InvalidJobOptions):
             jobs.enqueue(Q, NewJob(payload="{}", **fields))
     assert jobs.stats(Q).metrics.get("enqueued", 0) == 0
+
+
+def test_the_longest_period_that_parses_is_the_longest_an_enqueue_takes(jobs):
+    """A period past the gate's bound passed parsing and the check (E006, which parses
+    RATE_LIMITS), then failed every enqueue, as "at most 4 gate specs"."""
+    longest = RateLimit.parse("1/11574d")  # 999,993,600,000 ms
+    jobs.enqueue(Q, NewJob(payload="{}", limits=longest.gate("t.slow")))
+    assert validate_limits(f"rate:*/1/{MAX_PERIOD_MS}/1")
+    with pytest.raises(InvalidJobOptions):
+        validate_limits(f"rate:*/1/{MAX_PERIOD_MS + 1}/1")
+    for written in (RateLimit.parse, lambda v: queue_rate_limits({"default": v})):
+        with pytest.raises(InvalidJobOptions, match=f"period must be from 1 ms to {MAX_PERIOD_MS}"):
+            written("1/11575d")  # 1,000,080,000,000 ms: refused where it is written
