@@ -20,14 +20,16 @@ URL_SCHEMES = {"redis", "rediss", "unix", *CLUSTER_SCHEMES}
 
 # The query parameters shown with their values: redis-py's URL_QUERY_ARGUMENT_PARSERS
 # (numbers, flags, versions) and its two documented options that are names, not
-# secrets. Any other parameter may be a password (a name redis-py passes through).
+# secrets. Any other parameter may be a password (a name redis-py passes through), and
+# so is one a later redis-py adds: masked until it is listed here.
 SHOWN_PARAMS = frozenset(
     {
         "db", "socket_timeout", "socket_connect_timeout", "socket_read_size",
         "socket_keepalive", "retry_on_timeout", "retry_on_error", "max_connections",
         "health_check_interval", "ssl_check_hostname", "ssl_include_verify_flags",
         "ssl_exclude_verify_flags", "ssl_min_version", "timeout", "protocol",
-        "legacy_responses", "client_name", "ssl_cert_reqs",
+        "legacy_responses", "client_name", "ssl_cert_reqs", "ssl_validate_ocsp",
+        "ssl_validate_ocsp_stapled",
     }
 )  # fmt: skip
 
