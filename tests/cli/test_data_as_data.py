@@ -42,7 +42,7 @@ def test_inspect_prints_row_text_as_data(jobs, redis_client):
 
 def test_workers_print_registry_text_as_data(jobs):
     info = registry.WorkerInfo(
-        id="w-1", host=HOSTILE, pid=1, queues=[HOSTILE], concurrency=1, running=[],
+        id="w-1", host=HOSTILE, pid=1, queues=["default"], concurrency=1, running=[HOSTILE],
         started_at=1.0, last_seen=2.0,
     )  # fmt: skip
     registry.heartbeat(jobs.connector, info)
