@@ -87,7 +87,9 @@ def test_retry_all_retries_each_job_once_while_workers_fail_them_again(jobs):
     dead = enqueue_n(jobs, 10, max_attempts=1)
     kill(jobs, 10)
     sweep = jobs.retry_dead(QUEUE, limit=3, progress=Between(lambda: kill(jobs, 100)))
-    assert sweep == Sweep(moved=10, calls=4)
+    # 4 calls of 3; a fifth when a job died again within the bound's last millisecond
+    # (the same score as the bound's highest: read, and told apart by its end time).
+    assert (sweep.moved, sweep.refused) == (10, 0) and sweep.calls in (4, 5)
     assert jobs.stats(QUEUE).metrics["revived"] == 10, "each job revived once"
     places = assert_one_place(jobs)
     assert all(places[i] == "dead" for i in dead)  # failed again, and left dead
