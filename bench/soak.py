@@ -81,6 +81,13 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--fail", type=float, default=0.3, help="failure chance per flaky attempt")
     p.add_argument("--slow", type=float, default=0.01, help="share of jobs outliving the lease")
     p.add_argument("--poison", type=float, default=0.002, help="share of always-failing jobs")
+    p.add_argument(
+        "--crash-budget", type=int, default=10,
+        help="crashes that send a job to dead (workers and reapers; the product's default "
+        "is 3). A job whose worker the soak kills or stops while it runs alone is charged a "
+        "crash, as the server cannot tell a kill from a crash it caused: over minutes of "
+        "kills every few seconds a healthy job could be hit 3 times; 10 times it is not",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--out", type=Path, default=None, help="directory for logs (default: temp)")
     p.add_argument("--binary", default=None, help="server binary (default: embedded Valkey)")

@@ -25,7 +25,7 @@ QUEUE = "soak"
 STATES = ("pending", "scheduled", "active", "completed", "dead")
 WORKER_CRASHED = "echomq_django.engine.errors.WorkerCrashed"
 TASK_FAILURE = "bench.soak_tasks.SoakFailure"
-FIELDS = ("state", "attempts", "refunds", "errors", "worker_ids", "result")
+FIELDS = ("state", "attempts", "refunds", "errors", "worker_ids", "result", "max_attempts")
 
 
 @dataclass
@@ -140,13 +140,23 @@ def audit(client, plans: dict[str, str], side: Path, fleet, out: Path, elapsed: 
     poison_alive = [j for j, p in plans.items() if p == "poison" and rows[j]["state"] != "dead"]
     a.add("poison jobs not dead", len(poison_alive), not poison_alive)
     # Per-job accounting: faults of the fleet (kills, lost replies, restarts) only delay
-    # a job. A job dead for any reason but its own task's failures is a broken promise.
+    # a job. A job dead for any reason but its own task's failures (as many as its
+    # max_attempts; crash notes beside them are refunded claims) is a broken promise.
     healthy_dead = [
         j
         for j, r in rows.items()
-        if r["state"] == "dead" and set(_error_classes(r["errors"])) != {TASK_FAILURE}
+        if r["state"] == "dead"
+        and (
+            _task_errors(r["errors"]).count(TASK_FAILURE) < int(r["max_attempts"] or 0)
+            or set(_task_errors(r["errors"])) != {TASK_FAILURE}
+        )
     ]
     a.add("jobs dead without a task failure of their own", len(healthy_dead), not healthy_dead)
+    if healthy_dead:
+        a.add(
+            "first dead without a task failure of its own (id: errors)",
+            [f"{j}: {_error_classes(rows[j]['errors'])}" for j in healthy_dead[:3]],
+        )
     a.add(
         "crashes charged (WorkerCrashed: a worker died running the job alone)",
         sum(_error_classes(r["errors"]).count(WORKER_CRASHED) for r in rows.values()),

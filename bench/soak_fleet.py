@@ -35,6 +35,7 @@ class Options:
     fail: float
     slow: float
     poison: float
+    crash_budget: int
     seed: int
     out: Path
     binary: str | None
@@ -73,7 +74,8 @@ class Fleet:
         proc = self._spawn(
             ["runworker", QUEUE, "--concurrency", str(self.opts.threads),
              "--processes", str(self.opts.processes),
-             "--lease", str(self.opts.lease), "--name", name, "--grace", "5", "-v", "0"],
+             "--lease", str(self.opts.lease), "--name", name, "--grace", "5",
+             "--crash-budget", str(self.opts.crash_budget), "-v", "0"],
             f"{name}.log",
         )  # fmt: skip
         self.workers[slot] = (name, proc)
@@ -84,7 +86,17 @@ class Fleet:
         for i in range(self.opts.reapers):
             self.reapers.append(
                 self._spawn(
-                    ["runreaper", QUEUE, "--interval", "0.25", "-v", "0"], f"reaper-{i}.log"
+                    [
+                        "runreaper",
+                        QUEUE,
+                        "--interval",
+                        "0.25",
+                        "--crash-budget",
+                        str(self.opts.crash_budget),
+                        "-v",
+                        "0",
+                    ],
+                    f"reaper-{i}.log",
                 )
             )
 
