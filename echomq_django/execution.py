@@ -64,7 +64,6 @@ from .compat import (
     TaskContext,
     TaskError,
     TaskResultStatus,
-    normalize_json,
     task_backends,
     task_finished,
     task_started,
@@ -74,7 +73,7 @@ from .engine.errors import CorruptRow, EchoMQError
 from .engine.jobs import Claimed, Job
 from .engine.worker import Failure, Outcome, Success, failure_from_exception
 from .exceptions import PayloadError
-from .payload import Payload
+from .payload import Payload, storable
 from .results import rebuild_task, task_result
 from .retries import NO_RETRY, Decision, decide
 
@@ -189,7 +188,7 @@ def call(job: Job, result: AnyTaskResult, backend: EchoMQBackend) -> Outcome:
         args = (
             [TaskContext(task_result=result), *result.args] if task.takes_context else result.args
         )
-        value = to_json(call_task(task, args, result.kwargs), conf.get_jobs().max_payload)
+        text, value = to_json(call_task(task, args, result.kwargs), conf.get_jobs().max_payload)
     except BaseException as exc:
         keep(exc)
         record = ErrorRecord.of(exc)  # one traceback, for the TaskResult and the row
@@ -203,9 +202,9 @@ def call(job: Job, result: AnyTaskResult, backend: EchoMQBackend) -> Outcome:
             retry=decision.retry,
             backoff_ms=decision.backoff_ms,
         )
-    object.__setattr__(result, "_return_value", None if value == "null" else json.loads(value))
+    object.__setattr__(result, "_return_value", value)
     finish(sender, result, TaskResultStatus.SUCCESSFUL, began)
-    return Success(value)
+    return Success(text)
 
 
 def call_task(task: AnyTask, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
@@ -250,10 +249,13 @@ def retry_decision(
     )
 
 
-def to_json(value: Any, limit: int) -> str:
-    """The return value as the row stores it; a typed error when it cannot be stored."""
-    try:  # most tasks return nothing: "null" needs no encoder
-        text = "null" if value is None else RESULT_ENCODER.encode(normalize_json(value))
+def to_json(value: Any, limit: int) -> tuple[str, Any]:
+    """The return value as the row stores it, and as a reader of the row gets it back;
+    a typed error when it cannot be stored as it is (see ``payload.storable``)."""
+    if value is None:  # most tasks return nothing: "null" needs no encoder
+        return "null", None
+    try:
+        text, stored = storable(value, RESULT_ENCODER)
     except (TypeError, ValueError) as exc:
         raise NonJSONReturnValue(
             f"the return value ({type(value).__name__}) cannot be stored as JSON: {exc}"
@@ -263,7 +265,7 @@ def to_json(value: Any, limit: int) -> str:
             f"the return value is {len(text)} bytes as JSON, over the limit of {limit} "
             "(settings.ECHOMQ['MAX_PAYLOAD'])"
         )
-    return text
+    return text, stored
 
 
 def finish(sender: type, result: AnyTaskResult, status: TaskResultStatus, began: float) -> None:

@@ -14,7 +14,7 @@ read back as a TaskResult: :mod:`echomq_django.results`.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,8 @@ class Payload:
         if not isinstance(data, dict) or data.get("v") != VERSION:
             raise PayloadError(f"the payload is not a version {VERSION} EchoMQ task payload")
         check_fields(data)
+        if json_deeper(text, data, MAX_NESTING + 2):  # an argument, in "args", in the object
+            raise PayloadError(f"the payload's arguments are nested more than {MAX_NESTING} deep")
         return cls(
             task=data["task"],
             args=data.get("args", []),
@@ -124,19 +126,73 @@ def check_fields(data: dict[str, Any]) -> None:
         raise PayloadError("the payload names no task or no backend")
 
 
+# How deep containers may nest in one argument or return value (``[[1]]`` is 2 deep).
+# Django's normalize_json, which every TaskResult runs on its arguments, recurses once
+# or twice per level: near Python's recursion limit (1,000) a value it took at enqueue
+# fails on a reader whose stack is deeper (a view, a worker thread). 100 levels is
+# deeper than any real document and leaves every reader most of its stack.
+MAX_NESTING = 100
+
+
+def nested_deeper(value: Any, limit: int = MAX_NESTING) -> bool:
+    """True when ``value`` has containers (mappings, lists, tuples) nested more than
+    ``limit`` deep, or refers to itself. Iterative: it cannot exhaust the stack."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth == limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def json_deeper(text: str, value: Any, limit: int) -> bool:
+    """``nested_deeper`` for ``value`` read from ``text``: its count of brackets bounds its
+    depth, so most values need no walk."""
+    return text.count("[") + text.count("{") > limit and nested_deeper(value, limit)
+
+
+def read_back(text: str, limit: int = MAX_NESTING) -> Any:
+    """``text`` (what ``encoder`` wrote) as storage gives it back; ``ValueError`` when
+    that is not what was written: nested deeper than ``limit``."""
+    value = read_json(text)
+    if json_deeper(text, value, limit):
+        raise ValueError(f"it is nested more than {limit} deep")
+    return value
+
+
+def storable(value: Any, encoder: json.JSONEncoder) -> tuple[str, Any]:
+    """``value`` normalised as Django does, written by ``encoder``, and read back.
+
+    ``TypeError``/``ValueError`` saying why when it cannot be stored as it is (see
+    ``read_back``). normalize_json recurses: a value nested past the stack is too deep.
+    """
+    try:
+        text = encoder.encode(normalize_json(value))
+    except RecursionError:
+        raise ValueError(f"it is nested more than {MAX_NESTING} deep") from None
+    return text, read_back(text)
+
+
 def to_json_value(value: Any, what: str) -> Any:
     """``value`` as it will come back from storage (tuples -> lists, int keys -> str).
 
-    Raises ``InvalidTaskArguments`` naming ``what`` when the value has no JSON form.
+    Raises ``InvalidTaskArguments`` naming ``what`` when the value has no JSON form, or
+    would not come back as it was written (``read_back``).
     """
     try:
-        return json.loads(VALUE_ENCODER.encode(normalize_json(value)))
+        _, stored = storable(value, VALUE_ENCODER)
     except (TypeError, ValueError) as exc:
         raise InvalidTaskArguments(
             f"{what} cannot be stored as JSON ({type(value).__name__}): {exc}"
         ) from None
-    except RecursionError:  # e.g. lists nested 20,000 deep: no JSON reader would take it back
-        raise InvalidTaskArguments(f"{what} is nested too deeply to be stored as JSON") from None
+    return stored
 
 
 def encode_arguments(
@@ -153,7 +209,8 @@ def encode_arguments(
     if not args and not kwargs:
         return [], {}
     try:
-        values = json.loads(VALUE_ENCODER.encode([*args, *kwargs.values()]))
+        text = VALUE_ENCODER.encode([*args, *kwargs.values()])
+        values = read_back(text, MAX_NESTING + 1)  # + the list of them all
     except Exception:
         return encode_each(args, kwargs)
     return values[: len(args)], dict(zip(kwargs, values[len(args) :], strict=True))

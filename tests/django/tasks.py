@@ -139,3 +139,17 @@ def patient():
 def nap(seconds):
     time.sleep(seconds)
     return seconds
+
+
+def nested(depth, inner=1):
+    """``inner`` in ``depth`` lists."""
+    for _ in range(depth):
+        inner = [inner]
+    return inner
+
+
+@task(max_attempts=3)
+def returns_badly(kind):
+    """Returns a value that storage would not give back as it is (never retried)."""
+    if kind == "deep":
+        return nested(101)
