@@ -158,12 +158,17 @@ def json_deeper(text: str, value: Any, limit: int) -> bool:
     return text.count("[") + text.count("{") > limit and nested_deeper(value, limit)
 
 
-def read_back(text: str, limit: int = MAX_NESTING) -> Any:
+def read_back(text: str, encoder: json.JSONEncoder, limit: int = MAX_NESTING) -> Any:
     """``text`` (what ``encoder`` wrote) as storage gives it back; ``ValueError`` when
-    that is not what was written: nested deeper than ``limit``."""
+    that is not what was written: nested deeper than ``limit``, or two dict keys that
+    JSON makes the same text (``1``/``"1"``, ``True``/``"true"``, ``None``/``"null"``),
+    of which reading keeps only the last. Writing the value read back gives ``text``
+    again exactly when nothing was lost."""
     value = read_json(text)
     if json_deeper(text, value, limit):
         raise ValueError(f"it is nested more than {limit} deep")
+    if encoder.encode(value) != text:
+        raise ValueError("two of its dict keys are the same as JSON text (such as 1 and '1')")
     return value
 
 
@@ -177,7 +182,7 @@ def storable(value: Any, encoder: json.JSONEncoder) -> tuple[str, Any]:
         text = encoder.encode(normalize_json(value))
     except RecursionError:
         raise ValueError(f"it is nested more than {MAX_NESTING} deep") from None
-    return text, read_back(text)
+    return text, read_back(text, encoder)
 
 
 def to_json_value(value: Any, what: str) -> Any:
@@ -210,7 +215,7 @@ def encode_arguments(
         return [], {}
     try:
         text = VALUE_ENCODER.encode([*args, *kwargs.values()])
-        values = read_back(text, MAX_NESTING + 1)  # + the list of them all
+        values = read_back(text, VALUE_ENCODER, MAX_NESTING + 1)  # + the list of them all
     except Exception:
         return encode_each(args, kwargs)
     return values[: len(args)], dict(zip(kwargs, values[len(args) :], strict=True))

@@ -78,3 +78,29 @@ def test_a_return_value_nested_past_the_limit_fails_and_is_not_retried(echomq, j
     assert isinstance(outcome, Failure) and outcome.retry is False
     assert f"nested more than {MAX_NESTING} deep" in outcome.summary
     assert json.loads(outcome.error)["exception_class_path"] == NON_JSON
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{1: "a", "1": "b"}, {True: "x", "true": "y"}, {None: 1, "null": 2}, {1.5: 1, "1.5": 2}],
+    ids=["int", "bool", "none", "float"],
+)
+def test_dict_keys_that_json_makes_the_same_are_refused_naming_the_argument(echomq, value):
+    """JSON keys are text: reading the row back would keep only the last of them."""
+    refused(echomq, lambda: tasks.echo.enqueue(1, [value]), "positional argument 1 .*dict keys")
+    refused(echomq, lambda: tasks.echo.enqueue(flags=value), "keyword argument 'flags' .*dict keys")
+
+
+def test_dict_keys_json_makes_text_are_still_stored_when_none_collide(echomq):
+    result = tasks.echo.enqueue({1: "a", "2": "b", False: "c", None: "d"})
+    assert tasks.echo.get_result(result.id).args == [
+        {"1": "a", "2": "b", "false": "c", "null": "d"}
+    ]
+
+
+def test_a_return_value_whose_keys_collide_fails_and_is_not_retried(echomq, jobs):
+    tasks.returns_badly.enqueue("keys")  # max_attempts=3
+    outcome = execute(jobs.claim("default", "w1").jobs[0])
+    assert isinstance(outcome, Failure) and outcome.retry is False
+    assert "dict keys" in outcome.summary
+    assert json.loads(outcome.error)["exception_class_path"] == NON_JSON
