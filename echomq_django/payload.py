@@ -185,14 +185,30 @@ def storable(value: Any, encoder: json.JSONEncoder) -> tuple[str, Any]:
     return text, read_back(text, encoder)
 
 
+def check_unicode(text: str, value: Any) -> None:
+    """``ValueError`` when ``value`` (written as ``text``, ASCII) holds a lone surrogate.
+
+    The payload is UTF-8 text, which cannot hold one: the engine would refuse the whole
+    payload, without saying which argument. An escaped surrogate in ``text`` is most
+    often half of a pair (an emoji): only then is the value written again to find out."""
+    if "\\ud" not in text:
+        return
+    try:
+        PAYLOAD_ENCODER.encode(value).encode()
+    except UnicodeEncodeError as exc:
+        lone = exc.object[exc.start : exc.end]
+        raise ValueError(f"it contains a lone surrogate ({lone!r}), not UTF-8 text") from None
+
+
 def to_json_value(value: Any, what: str) -> Any:
     """``value`` as it will come back from storage (tuples -> lists, int keys -> str).
 
     Raises ``InvalidTaskArguments`` naming ``what`` when the value has no JSON form, or
-    would not come back as it was written (``read_back``).
+    would not come back as it was written (``read_back``, ``check_unicode``).
     """
     try:
-        _, stored = storable(value, VALUE_ENCODER)
+        text, stored = storable(value, VALUE_ENCODER)
+        check_unicode(text, stored)
     except (TypeError, ValueError) as exc:
         raise InvalidTaskArguments(
             f"{what} cannot be stored as JSON ({type(value).__name__}): {exc}"
@@ -208,14 +224,18 @@ def encode_arguments(
     The common case is one pass through JSON for all values, without normalize_json:
     whatever the encoder accepts (dict, list, tuple, str, int, float, bool, None and
     their subclasses), normalize_json would pass on for it to encode the same way.
-    Anything else (bytes, other mappings or sequences, a bad value) takes the
-    long way, one value at a time, so that the error names the argument.
+    Anything else (bytes, other mappings or sequences, a bad value, a keyword that is
+    not ASCII) takes the long way, one value at a time, so that the error names the
+    argument.
     """
     if not args and not kwargs:
         return [], {}
+    if not all(name.isascii() for name in kwargs):  # a name is checked too (keyword())
+        return encode_each(args, kwargs)
     try:
         text = VALUE_ENCODER.encode([*args, *kwargs.values()])
         values = read_back(text, VALUE_ENCODER, MAX_NESTING + 1)  # + the list of them all
+        check_unicode(text, values)
     except Exception:
         return encode_each(args, kwargs)
     return values[: len(args)], dict(zip(kwargs, values[len(args) :], strict=True))
@@ -226,7 +246,16 @@ def encode_each(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[list[An
     return (
         [to_json_value(value, f"positional argument {i}") for i, value in enumerate(args)],
         {
-            name: to_json_value(value, f"keyword argument {name!r}")
+            keyword(name): to_json_value(value, f"keyword argument {name!r}")
             for name, value in kwargs.items()
         },
     )
+
+
+def keyword(name: str) -> str:
+    """A keyword argument's name, which the payload holds as UTF-8 text too."""
+    try:
+        check_unicode(VALUE_ENCODER.encode(name), name)
+    except ValueError as exc:
+        raise InvalidTaskArguments(f"keyword argument {name!r} cannot be a name: {exc}") from None
+    return name

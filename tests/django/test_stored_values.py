@@ -104,3 +104,26 @@ def test_a_return_value_whose_keys_collide_fails_and_is_not_retried(echomq, jobs
     assert isinstance(outcome, Failure) and outcome.retry is False
     assert "dict keys" in outcome.summary
     assert json.loads(outcome.error)["exception_class_path"] == NON_JSON
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: tasks.echo.enqueue("ok", "\ud800"), "positional argument 1 .*lone surrogate"),
+        (
+            lambda: tasks.echo.enqueue(name={"\udc80": 1}),
+            "keyword argument 'name' .*lone surrogate",
+        ),
+        (lambda: tasks.echo.enqueue(**{"\ud800": 1}), r"keyword argument '\\ud800' .*surrogate"),
+    ],
+    ids=["value", "dict-key", "keyword-name"],
+)
+def test_a_lone_surrogate_is_refused_naming_the_argument(echomq, make, message):
+    """Not the engine's InvalidJobOptions for the whole payload, at a position in its text."""
+    refused(echomq, make, message)
+
+
+def test_surrogate_pairs_and_other_text_are_stored(echomq):
+    result = tasks.echo.enqueue("😀", "\\ud800", émoji="😀 é")
+    stored = tasks.echo.get_result(result.id)
+    assert (stored.args, stored.kwargs) == (["😀", "\\ud800"], {"émoji": "😀 é"})
