@@ -57,7 +57,6 @@ from .compat import (
     TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
-    task_enqueued,
 )
 from .engine.errors import InvalidJobId
 from .engine.jobs import Job, NewJob
@@ -325,7 +324,8 @@ class EchoMQBackend(BaseTaskBackend):
         return self.plan_for(task).new_job(args, kwargs, traced=traced)
 
     def store(self, prepared: Sequence[tuple[NewJob, AnyTaskResult]]) -> list[AnyTaskResult]:
-        """Send the jobs (one script call each, one round trip); ``task_enqueued`` per job stored.
+        """Send the jobs (one script call each, one round trip); then ``task_enqueued`` per
+        job stored (a receiver's error is logged: ``outbox.announce``).
 
         When an idempotency key is held by an earlier job, nothing is stored and
         the result becomes that job's result (no signal: nothing was enqueued). It
@@ -341,15 +341,16 @@ class EchoMQBackend(BaseTaskBackend):
         else:
             replies = jobs.enqueue_many(queue, [job for job, _ in prepared])
         use_tz = settings.USE_TZ
+        sent = []
         for (_, result), stored in zip(prepared, replies):
             if not stored.created:
                 earlier = self.read(queue, stored.id)
                 for f in fields(earlier):
                     object.__setattr__(result, f.name, getattr(earlier, f.name))
                 continue
-            enqueued_at = from_server_us(stored.enqueued_at, use_tz)
-            object.__setattr__(result, "enqueued_at", enqueued_at)
-            task_enqueued.send(type(self), task_result=result)
+            object.__setattr__(result, "enqueued_at", from_server_us(stored.enqueued_at, use_tz))
+            sent.append(result)
+        outbox.announce(type(self), sent)  # every job stored first: see announce()
         return [result for _, result in prepared]
 
     # -- results --------------------------------------------------------------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
@@ -40,6 +41,8 @@ from .engine.json_text import read_json
 
 if TYPE_CHECKING:
     from .models import OutboxJob
+
+logger = logging.getLogger("echomq.enqueue")
 
 OUTBOX = "outbox"
 COMMIT_MODES = conf.ENQUEUE_ON_COMMIT_VALUES  # the values ENQUEUE_ON_COMMIT may take
@@ -119,13 +122,29 @@ def write(sender: type, prepared: Sequence[tuple[NewJob, AnyTaskResult]]) -> lis
     using = database()
     model().objects.using(using).bulk_create(rows)
     results = [result for _, result in prepared]
-    transaction.on_commit(functools.partial(_announce, sender, results), using=using)
+    transaction.on_commit(functools.partial(announce, sender, results), using=using)
     return results
 
 
-def _announce(sender: type, results: Iterable[AnyTaskResult]) -> None:
+def announce(sender: type, results: Iterable[AnyTaskResult]) -> None:
+    """``task_enqueued`` for each job stored; a failing receiver is logged, never raised.
+
+    Every job is stored already. One receiver's error must not keep the signal from
+    the other receivers and jobs, nor hand the caller an error for jobs that were
+    stored (a retry would store them twice); sent from an on-commit callback, it
+    would stop Django from running the transaction's later callbacks, and the jobs
+    they send would never be stored. As ``task_finished`` on a worker. (Errors of
+    the store itself, such as an unreachable server, still raise.)
+    """
     for result in results:
-        task_enqueued.send(sender, task_result=result)
+        for called, response in task_enqueued.send_robust(sender, task_result=result):
+            if isinstance(response, Exception):
+                logger.error(
+                    "a task_enqueued receiver (%s) failed for task %s",
+                    getattr(called, "__qualname__", called),
+                    result.id,
+                    exc_info=response,
+                )
 
 
 # -- reads ----------------------------------------------------------------------------------
@@ -277,6 +296,7 @@ __all__ = [
     "COMMIT_MODES",
     "OUTBOX",
     "Backlog",
+    "announce",
     "backlog",
     "commit_mode",
     "enabled",
