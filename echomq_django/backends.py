@@ -187,9 +187,15 @@ class EchoMQBackend(BaseTaskBackend):
         """Every check, every time (``validate_task`` is this, remembered)."""
         super().validate_task(task)
         key = getattr(task, "idempotency_key", None)
+        commit = getattr(task, "enqueue_on_commit", None)  # None: the backend's
         try:
             validate_queue_name(task.queue_name)
             self.options_for(task)
+            problem = commit is not None and conf.enqueue_on_commit_problem(
+                commit, "enqueue_on_commit"
+            )
+            if problem:  # a typo ("Outbox") must not pick another mode
+                raise ValueError(problem)
             if key is not None:  # refused by using(), not later by the engine at enqueue
                 NewJob(payload="", idempotency_key=key).validate()
         except ValueError as exc:

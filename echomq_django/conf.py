@@ -88,15 +88,16 @@ DURABLE_KEYS = {"REPLICAS", "LOCAL", "TIMEOUT"}
 ENQUEUE_ON_COMMIT_VALUES: tuple[object, ...] = (False, True, "outbox")
 
 
-def enqueue_on_commit_problem(value: object) -> str:
-    """Why ``value`` is not an ENQUEUE_ON_COMMIT setting ("" when it is one)."""
+def enqueue_on_commit_problem(value: object, name: str = "ENQUEUE_ON_COMMIT") -> str:
+    """Why ``value`` is not an ENQUEUE_ON_COMMIT setting ("" when it is one); ``name``:
+    what the message calls it (a task's ``enqueue_on_commit``)."""
     if any(
         type(value) is type(allowed) and value == allowed for allowed in ENQUEUE_ON_COMMIT_VALUES
     ):
         return ""
     shown = value if isinstance(value, (str, int, float)) else type(value).__name__
     allowed = " or ".join(repr(v) for v in ENQUEUE_ON_COMMIT_VALUES)
-    return f"ENQUEUE_ON_COMMIT must be {allowed}, not {str(shown)[:40]!r}"
+    return f"{name} must be {allowed}, not {str(shown)[:40]!r}"
 
 
 def task_modules_problem(value: object) -> str:

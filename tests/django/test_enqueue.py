@@ -420,6 +420,14 @@ class TestEnqueueOnCommit:
             result = tasks.urgent.enqueue()
             assert on_commit.get("default", result.id).state == "pending"
 
+    @pytest.mark.parametrize("choice", ["Outbox", "yes", 1, "true"])
+    def test_a_tasks_own_choice_is_validated_as_the_backends_is(self, on_commit, choice):
+        """Before, "Outbox" quietly became plain on-commit (which can lose a job)."""
+        from dataclasses import replace
+
+        with pytest.raises(InvalidTask, match="enqueue_on_commit must be"):
+            replace(tasks.urgent, enqueue_on_commit=choice)
+
     @pytest.mark.django_db(transaction=True)
     def test_an_idempotency_key_held_at_commit_gives_the_earlier_job(self, on_commit):
         """The caller holds the result before the commit: it must not keep an id never stored."""
