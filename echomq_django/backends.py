@@ -306,7 +306,7 @@ class EchoMQBackend(BaseTaskBackend):
 
         Raises on an argument that cannot be stored as JSON."""
         args, kwargs = encode_arguments(args, kwargs)
-        job = plan.new_job(args, kwargs)
+        job = plan.new_job(args, kwargs, task.run_after)
         result = TaskResult(
             task=task,
             id=job.id,
@@ -327,7 +327,7 @@ class EchoMQBackend(BaseTaskBackend):
         self, task: AnyTask, args: list[Any], kwargs: dict[str, Any], *, traced: bool = True
     ) -> NewJob:
         """The job of one enqueue of a valid ``task`` (see ``EnqueuePlan.new_job``)."""
-        return self.plan_for(task).new_job(args, kwargs, traced=traced)
+        return self.plan_for(task).new_job(args, kwargs, task.run_after, traced=traced)
 
     def store(self, prepared: Sequence[tuple[NewJob, AnyTaskResult]]) -> list[AnyTaskResult]:
         """Send the jobs (one script call each, one round trip); then ``task_enqueued`` per

@@ -1,10 +1,15 @@
 """What every enqueue of one Task has in common, worked out once per Task (issue 23).
 
-A Task is frozen: its path, queue, priority, run_after, job options, flow control,
-commit mode and the fixed part of its payload are the same at every call. The
-backend builds an ``EnqueuePlan`` the first time a Task is enqueued (after
-validating it) and remembers it, so a call does only its own work: the arguments,
-the job id, the payload's text, the concurrency key and the row's due time.
+A Task is frozen: its path, queue, priority, job options, flow control, commit mode
+and the fixed part of its payload are the same at every call. The backend builds
+an ``EnqueuePlan`` the first time a Task is enqueued (after validating it) and
+remembers it, so a call does only its own work: the arguments, the job id, the
+payload's text, the concurrency key, and run_after with the row's due time.
+
+run_after is the call's Task's, never the plan's: the memo finds a plan by Task
+equality, and Tasks that compare equal can differ there (a naive time in a DST
+fold with ``fold=1``; the same instant at another UTC offset, whose text the row
+keeps).
 """
 
 from __future__ import annotations
@@ -33,7 +38,6 @@ class EnqueuePlan:
     commit_mode: bool | str  # the backend's ENQUEUE_ON_COMMIT, or the task's own choice
     payload: PayloadTemplate
     job_fields: Mapping[str, Any]  # NewJob keywords every call shares
-    run_after: datetime | None  # its due time is computed per call (a naive one is local time)
     flow: TaskFlow
     queue_rate: RateLimit | None
     limits: str  # the row's gates when no concurrency key makes them per call
@@ -57,27 +61,32 @@ class EnqueuePlan:
         if flow.throttle_ms:  # the window's job answers while its row exists: keep it as long
             kept = row_fields.get("result_ttl_ms", DEFAULT_RESULT_TTL_MS)
             row_fields["result_ttl_ms"] = max(kept, flow.throttle_ms)
-        run_after: datetime | None = task.run_after
         return cls(
             commit_mode=commit_mode,
             payload=PayloadTemplate.of(path, backend, task.takes_context, idempotency_key),
             job_fields={
                 "task": path,
                 "priority": int(task.priority),
-                "run_after": run_after.isoformat() if run_after is not None else "",
                 "idempotency_key": idempotency_key,
                 "throttle_ms": flow.throttle_ms,
                 "debounce_ms": flow.debounce_ms,
                 **row_fields,
             },
-            run_after=run_after,
             flow=flow,
             queue_rate=queue_rate,
             limits="" if flow.key is not None else flow.limits(path, queue_rate, (), {}),
         )
 
-    def new_job(self, args: list[Any], kwargs: dict[str, Any], *, traced: bool = True) -> NewJob:
-        """The job of one call (``args``/``kwargs`` encoded already; not yet validated).
+    def new_job(
+        self,
+        args: list[Any],
+        kwargs: dict[str, Any],
+        run_after: datetime | None,
+        *,
+        traced: bool = True,
+    ) -> NewJob:
+        """The job of one call (``args``/``kwargs`` encoded already; not yet validated),
+        due at ``run_after``: the call's Task's (a naive one is in TIME_ZONE).
 
         ``traced``: it carries the current trace context. Not a periodic schedule's
         template: it is built once, wherever (a traced admin request, a reaper's
@@ -88,7 +97,8 @@ class EnqueuePlan:
             limits = self.flow.limits(path, self.queue_rate, args, kwargs)
         return NewJob(
             payload=self.payload.render(args, kwargs, tracing.metadata() if traced else None),
-            due_ms=0 if self.run_after is None else due_ms(self.run_after),
+            due_ms=due_ms(run_after),
+            run_after="" if run_after is None else run_after.isoformat(),
             limits=limits,
             **self.job_fields,
         )

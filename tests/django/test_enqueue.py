@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -113,6 +113,26 @@ def test_without_use_tz_naive_times_are_in_time_zone_whatever_zone_is_active(
     assert jobs.get("default", later.id).due_ms == int(
         (tokyo + timedelta(hours=1)).timestamp() * 1000
     )
+
+
+def test_a_naive_run_after_in_a_dst_fold_is_due_at_its_own_hour(echomq, jobs, settings):
+    """The two 01:30 of a fall-back night compare equal (fold is ignored), and so do
+    their Tasks: the memoised plan gave the second the first one's due time."""
+    settings.USE_TZ, settings.TIME_ZONE = False, "America/New_York"
+    first, second = (datetime(2030, 11, 3, 1, 30, fold=fold) for fold in (0, 1))
+    ids = [tasks.add.using(run_after=when).enqueue(1, 1).id for when in (first, second)]
+    due = [jobs.get("default", job_id).due_ms for job_id in ids]
+    assert due[1] - due[0] == 3_600_000
+
+
+def test_run_after_at_another_offset_keeps_its_own_text(echomq, jobs):
+    """The same instant at two offsets: equal Tasks, but each enqueue stores its own."""
+    india = datetime(2030, 1, 1, 10, 0, tzinfo=timezone(timedelta(hours=5, minutes=30)))
+    utc = india.astimezone(UTC)
+    for when in (india, utc):
+        result = tasks.add.using(run_after=when).enqueue(1, 1)
+        assert jobs.get("default", result.id).run_after == when.isoformat()
+        assert tasks.add.get_result(result.id).task.run_after.utcoffset() == when.utcoffset()
 
 
 def test_deferred_task_is_scheduled_at_its_run_after(echomq, jobs):
