@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from . import conf
 from .compat import AnyTask, AnyTaskResult, Task, task_backends, task_enqueued
+from .engine.errors import CorruptRow
 from .engine.jobs import Job, NewJob
 from .engine.json_text import read_json
 
@@ -153,14 +154,18 @@ def announce(sender: type, results: Iterable[AnyTaskResult]) -> None:
 def waiting_job(job_id: str, backend: str) -> Job | None:
     """The job ``job_id`` of ``backend`` as a pending row, while it waits in the outbox.
 
-    None when it is not there (never written, rolled back, or already relayed). The
+    None when it is not there (never written, rolled back, or already relayed);
+    ``CorruptRow`` when it cannot be a job (the relay keeps it, refused). The
     backend asks only when ``enabled()`` or ``table_ready()``: a worker process need
     not have a database.
     """
     row = model().objects.using(database()).filter(pk=job_id, backend=backend).first()
     if row is None:
         return None
-    job = to_new_job(row)
+    try:
+        job = to_new_job(row)
+    except (ValueError, TypeError) as exc:  # planted: typed, as a server row that cannot be one
+        raise CorruptRow(f"the outbox row of job {job_id} cannot be a job: {exc}") from None
     return Job(
         queue=row.queue,
         id=job.id,

@@ -21,7 +21,7 @@ from django.utils import timezone
 from echomq_django import conf, metrics, outbox, outbox_checks
 from echomq_django.compat import TaskResultDoesNotExist, TaskResultStatus, task_enqueued
 from echomq_django.devserver import EmbeddedServer
-from echomq_django.engine.errors import ServerUnavailable
+from echomq_django.engine.errors import CorruptRow, ServerUnavailable
 from echomq_django.models import OutboxJob
 from echomq_django.relay import MAX_ATTEMPTS, Relay
 from tests.django import settings as django_test_settings
@@ -219,6 +219,16 @@ def test_a_row_the_server_refuses_is_kept_with_its_error_and_the_others_go(echom
     assert "priority" in row.last_error and row.available_at > timezone.now()
     assert relay.drain() == 0  # held back, not retried in a tight loop
     assert outbox.backlog().refused == 1
+
+
+@pytest.mark.parametrize("options", ["not json {", "[1, 2]", '{"colour": "red"}'])
+def test_get_result_of_a_planted_bad_row_is_a_corrupt_row(echomq, options):
+    """Not a raw JSONDecodeError or TypeError: typed, as a server row that cannot be one."""
+    with transaction.atomic():
+        result = tasks.add.enqueue(1, 1)
+    OutboxJob.objects.filter(pk=result.id).update(options=options)
+    with pytest.raises(CorruptRow, match="outbox row"):
+        tasks.add.get_result(result.id)
 
 
 @pytest.mark.parametrize(
