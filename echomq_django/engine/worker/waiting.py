@@ -81,11 +81,8 @@ class IdleWait:
             if self._waiters is not None:
                 self._waiters.wait(timeout, keys)
                 return
-            blocker = self._blocking_client()
             self._blocking_since = time.monotonic()
-            # stop() or cut() may have come just before the block
-            if not (self._stopping.is_set() or self._cut):
-                blocker.bzpopmin(keys, timeout)
+            self._bzpopmin(keys, timeout)
         except Exception as exc:
             if self._stopping.is_set() or self._cut:
                 # Our own stop or cut closed the connection under the call. redis-py
@@ -106,6 +103,25 @@ class IdleWait:
             self._blocking_since = None
             if alarm is not None:
                 alarm.cancel()
+
+    def _bzpopmin(self, keys: Sequence[str], timeout: float) -> None:
+        """One BZPOPMIN on the blocking connection that no ``cut`` can miss.
+
+        ``cut`` sets its flag, then closes the connection. A cut before the command is
+        sent is seen by the check after it (redis-py sends on a fresh connection when
+        the one it had was closed, and that read would block for the whole timeout);
+        a cut after that check closes the socket the read is on, and the read fails.
+        """
+        pool = self._blocking_client().connection_pool
+        connection = pool.get_connection()
+        try:
+            connection.send_command("BZPOPMIN", *keys, timeout)
+            if self._stopping.is_set() or self._cut:
+                connection.disconnect()  # the reply is not read: the connection is done
+                return
+            connection.read_response()
+        finally:
+            pool.release(connection)
 
     def watchdog(self, now: float) -> None:
         """Cut a blocking read that outlived its own timeout (a half-open connection)."""
