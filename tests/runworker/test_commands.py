@@ -153,7 +153,7 @@ def test_a_worker_started_with_sigint_ignored_keeps_it_so_and_stops_on_sighup(
     wait_until(lambda: django_jobs.get("slow", second.id).state == "completed", timeout=10)
     assert worker.popen.poll() is None and "SIGINT" not in worker.log()
     worker.send(signal.SIGHUP)
-    assert worker.wait(10) == 0, worker.log()
+    assert worker.wait(30) == 0, worker.log()  # (a busy machine: the stop is awaited)
     assert "SIGHUP: stopping" in worker.log()
 
 
