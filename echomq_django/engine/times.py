@@ -4,7 +4,10 @@ Rows keep times as integers of the server clock: ``*_at`` in µs, ``*_ms`` and
 ``lease_deadline`` in ms. They are turned into datetimes exactly (integer
 arithmetic on a timedelta, never a float of seconds, which rounds a 16-digit µs
 count), and a value that is absent, planted text, or past what a datetime holds
-(a due time of 2**52 ms) reads as None instead of failing a whole page.
+(a due time of 2**52 ms) reads as None instead of failing a whole page. So does a
+moment within a day of a datetime's ends (year 1, year 9999): it is stored, but a
+page shows it in the project's zone and a terminal in its own, and that conversion
+overflows (``showable``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,20 @@ from datetime import UTC, datetime, timedelta
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 US, MS = 1_000_000, 1_000  # a unit's count per second
 _ONE_MS = timedelta(milliseconds=1)
+# Every zone is less than a day from UTC: a moment between these converts to any of them.
+_FIRST = datetime.min.replace(tzinfo=UTC) + timedelta(days=1)
+_LAST = datetime.max.replace(tzinfo=UTC) - timedelta(days=1)
+
+
+def showable(moment: datetime) -> datetime | None:
+    """``moment`` when it can be shown in any time zone, else None (it is a day or less
+    from a datetime's ends: ``|date`` or ``astimezone`` would raise OverflowError). A
+    naive moment is taken as UTC for the check and returned as it is."""
+    try:
+        utc = moment.astimezone(UTC) if moment.tzinfo else moment.replace(tzinfo=UTC)
+    except (OverflowError, ValueError):  # its own offset takes it past year 1 or 9999
+        return None
+    return moment if _FIRST <= utc <= _LAST else None
 
 
 def from_server(value: object, per_second: int) -> datetime | None:
@@ -27,9 +44,10 @@ def from_server(value: object, per_second: int) -> datetime | None:
             except ValueError:
                 return None
     try:  # positional: timedelta's keyword parsing costs a third of the conversion
-        return EPOCH + timedelta(0, 0, value * (US // per_second))
+        moment = EPOCH + timedelta(0, 0, value * (US // per_second))
     except OverflowError:
         return None
+    return moment if _FIRST <= moment <= _LAST else None
 
 
 def from_us(value: object) -> datetime | None:

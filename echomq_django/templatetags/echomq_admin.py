@@ -8,6 +8,8 @@ from datetime import datetime
 
 from django import template
 
+from ..engine.times import showable
+
 register = template.Library()
 
 _UNITS = ((86_400, "d"), (3_600, "h"), (60, "min"), (1, "s"))
@@ -53,8 +55,9 @@ def tally(items: Iterable[str]) -> list[tuple[str, int]]:
 @register.filter
 def iso_moment(text: str) -> datetime | None:
     """A stored ISO 8601 text (a job's ``run_after`` as Django gave it) as a datetime, so
-    the page shows it in the format of every other time; None if it is not one."""
+    the page shows it in the format of every other time; None if it is not one, or if
+    it cannot be shown in the page's zone (year 1 at +14:00: the page shows the text)."""
     try:
-        return datetime.fromisoformat(str(text))
+        return showable(datetime.fromisoformat(str(text)))
     except ValueError:
         return None

@@ -1,0 +1,44 @@
+"""Valid but extreme values on the admin's pages: each renders, never a 500.
+
+A time a day or less from a datetime's ends (year 1, year 9999) is stored as any
+other, but converting it to the page's zone overflows; a counter of 400 digits is
+an integer no float holds. Each page shows what it can and says what it cannot.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from echomq_django.engine.keyspace import QueueKeys
+
+from . import seed
+from .test_views import ROOT, job_url, list_url
+
+pytestmark = pytest.mark.django_db
+Q = "emails"
+KEYS = QueueKeys.of(Q)
+FIRST_MS, LAST_MS = -62135596800000, 253402300799999  # 0001-01-01, 9999-12-31 23:59:59.999 UTC
+
+
+@pytest.mark.parametrize(
+    "run_after",
+    ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:00-14:00", "0001-01-01T00:00:00+01:00"],
+)
+def test_a_run_after_at_a_datetime_end_is_shown_as_stored(jobs, superuser, run_after):
+    job_id = jobs.enqueue(Q, seed.new_job(run_after=run_after)).id
+    response = superuser.get(job_url(Q, job_id))
+    assert response.status_code == 200
+    assert f"<code>{run_after}</code>" in response.content.decode()  # raw, as a non-ISO one
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Pacific/Kiritimati"])
+@pytest.mark.parametrize("ms", [FIRST_MS, LAST_MS])
+def test_every_time_at_a_datetime_end_renders_in_any_zone(jobs, superuser, settings, zone, ms):
+    settings.TIME_ZONE = zone
+    (job_id,) = seed.scheduled(jobs, Q)
+    fields = {"due_ms": ms, "enqueued_at": ms * 1000, "lease_deadline": ms}
+    jobs.connector.client.hset(KEYS.job(job_id), mapping=fields)
+    for url in (job_url(Q, job_id), list_url(Q, "scheduled"), ROOT):
+        response = superuser.get(url)
+        assert response.status_code == 200, url
+    assert f"not a time: {ms}" in superuser.get(job_url(Q, job_id)).content.decode()
