@@ -1,14 +1,19 @@
 """The queues a project knows, and their counters, as the Prometheus endpoint, the
 ``echomq`` command and the admin read them: one definition of each total, so the
 three never disagree.
+
+Each of them reads queue by queue through ``per_queue``: a key of one queue the
+engine cannot use (a place, its limits, a minute of its throughput of another type)
+makes that queue unreadable, and the others are read as usual.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from . import conf
-from .engine.errors import CorruptKey
+from .engine.errors import EchoMQError, InvalidURL, ServerUnavailable
 from .engine.jobs import Jobs, QueueStats
 from .engine.keyspace import validate_queue_name
 
@@ -54,14 +59,35 @@ def known_queues(jobs: Jobs) -> list[str]:
     return sorted(names)
 
 
-def queue_stats(jobs: Jobs, queues: Iterable[str]) -> tuple[list[QueueStats], dict[str, str]]:
-    """One consistent snapshot per queue (one read-only script call each), and the
-    queues that cannot be read, with why (a place of another type): one broken queue
-    does not hide the others."""
-    stats, unreadable = [], {}
+T = TypeVar("T")
+
+
+def per_queue(
+    queues: Iterable[str], read: Callable[[str], T]
+) -> tuple[dict[str, T], dict[str, str]]:
+    """``read(queue)`` of each queue, and the queues it cannot read with why (data the
+    engine cannot use: a key of another type, a corrupt place): one broken queue does
+    not hide the others. A lost server is no data error: it raises."""
+    found, unreadable = {}, {}
     for queue in queues:
         try:
-            stats.append(jobs.stats(queue))
-        except CorruptKey as exc:
+            found[queue] = read(queue)
+        except (ServerUnavailable, InvalidURL):
+            raise
+        except EchoMQError as exc:
             unreadable[queue] = str(exc)
-    return stats, unreadable
+    return found, unreadable
+
+
+def readable(read: Callable[[], T], default: T) -> tuple[T, str]:
+    """(``read()``, "") or (``default``, why): ``per_queue`` for a key of no queue (the
+    workers' registry), so that one corrupt key there hides no queue either."""
+    found, unreadable = per_queue([""], lambda _: read())
+    return found.get("", default), unreadable.get("", "")
+
+
+def queue_stats(jobs: Jobs, queues: Iterable[str]) -> tuple[list[QueueStats], dict[str, str]]:
+    """One consistent snapshot per queue (one read-only script call each), and the
+    queues that cannot be read, with why (a place of another type)."""
+    stats, unreadable = per_queue(queues, jobs.stats)
+    return list(stats.values()), unreadable

@@ -44,6 +44,7 @@ from ..engine.stored import StoredRow, find_queue, read_stored
 from ..engine.times import MS, US, from_server
 from ..queue_totals import (  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
     known_queues,
+    per_queue,
     queue_stats,
 )
 from .actions import JOB_ACTIONS, QUEUE_ACTIONS, Action, set_bound
@@ -172,11 +173,13 @@ class EchoMQAdmin:
         names = known_queues(jobs)
         stats, unreadable = queue_stats(jobs, names)  # one broken queue hides no other
         counts = {s.queue: s.counts for s in stats}
+        minutes, unread = per_queue(names, lambda q: jobs.throughput(q, THROUGHPUT_MINUTES))
         for name in names:
-            one = jobs.throughput(name, THROUGHPUT_MINUTES)
+            one = minutes.get(name, [])
             series.append(one)
             summary = self.summary(name, counts.get(name, dict.fromkeys(STATES, 0)), one)
-            queues.append(replace(summary, problem=unreadable.get(name, "")))
+            problem = unreadable.get(name) or unread.get(name, "")
+            queues.append(replace(summary, problem=problem))
         totals = [sum(q.counts[i].count for q in queues) for i in range(len(STATES))]
         workers = [WorkerRow.of(w) for w in list_workers(jobs.connector)]
         context = self.context(

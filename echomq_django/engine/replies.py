@@ -121,14 +121,20 @@ class Page:
     entries: list[PageEntry]
 
 
+COUNTER_MAX = 2**63 - 1  # the most a counter the server increments can hold
+
+
 def counter(value: str | None) -> int | None:
-    """A counter as the scripts write it (an integer), or None for planted text."""
+    """A counter as the scripts write it (HINCRBY: an integer from 0 to 2**63 - 1), or
+    None for planted text or a number no counter reaches: a 400-digit one overflowed the
+    chart's float math and broke the dashboard, and no scrape parses it."""
     if value is None or not value.isascii():
         return None
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         return None
+    return number if 0 <= number <= COUNTER_MAX else None
 
 
 def pairs(flat: Sequence[Any]) -> dict[str, Any]:

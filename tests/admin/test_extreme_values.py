@@ -42,3 +42,28 @@ def test_every_time_at_a_datetime_end_renders_in_any_zone(jobs, superuser, setti
         response = superuser.get(url)
         assert response.status_code == 200, url
     assert f"not a time: {ms}" in superuser.get(job_url(Q, job_id)).content.decode()
+
+
+def minute_key(jobs) -> str:
+    return KEYS.throughput(int(jobs.connector.client.time()[0]) // 60)
+
+
+def test_a_counter_no_counter_reaches_reads_as_unreadable(jobs, superuser, redis_client):
+    seed.enqueue(jobs, "default")
+    redis_client.hset(minute_key(jobs), mapping={"completed": "9" * 400, "failed": "1"})
+    redis_client.hset(KEYS.metrics, mapping={"enqueued": "9" * 400, "completed": "-5"})
+    response = superuser.get(ROOT)
+    assert response.status_code == 200
+    assert response.context["chart"].completed == 0 and response.context["chart"].failed == 1
+    assert jobs.stats(Q).metrics.get("enqueued") is None  # so never a scrape's 400 digits
+    assert jobs.stats(Q).metrics.get("completed") is None
+
+
+def test_a_minute_of_another_type_marks_its_queue_unreadable(jobs, superuser, redis_client):
+    seed.enqueue(jobs, "default", 2)
+    redis_client.set(minute_key(jobs), "x")
+    response = superuser.get(ROOT)
+    assert response.status_code == 200
+    (broken,) = [q for q in response.context["queues"] if q.problem]
+    assert broken.name == Q and "WRONGTYPE" in broken.problem
+    assert "Cannot read this queue" in response.content.decode()
