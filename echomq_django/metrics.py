@@ -50,6 +50,7 @@ exported on every scrape, whatever the number of keys in use.
 from __future__ import annotations
 
 import hmac
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -59,17 +60,18 @@ from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from . import conf, outbox
-from .engine.errors import EchoMQError
+from .engine.errors import EchoMQError, InvalidURL, ServerUnavailable
 from .engine.jobs import Jobs, QueueStats
 from .engine.keyspace import STATES
 from .engine.limits import GateState
 from .engine.registry import WorkerInfo, list_workers
 from .engine.scheduler import Scheduler
 from .engine.stored_schedule import StoredSchedule
-from .queue_totals import COUNTERS, counter_total, known_queues, queue_stats
+from .queue_totals import COUNTERS, counter_total, known_queues, per_queue, queue_stats, readable
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 VIEW_PERMISSION = "echomq.view_queue"  # what the admin's pages need too (see models.Queue)
+logger = logging.getLogger("echomq.metrics")
 
 
 @dataclass
@@ -116,8 +118,9 @@ def queue_families(stats: Sequence[QueueStats]) -> list[Family]:
 
 
 def unreadable_family(unreadable: dict[str, str]) -> Family:
-    """1 for each queue whose places cannot be read (a key of another type): alert on it."""
-    family = Family("echomq_queue_unreadable", "gauge", "1 while a queue's places cannot be read.")
+    """1 for each queue whose places, limits or schedules cannot be read (a key of
+    another type): alert on it."""
+    family = Family("echomq_queue_unreadable", "gauge", "1 while a queue's data cannot be read.")
     family.samples = [({"queue": queue}, 1) for queue in sorted(unreadable)]
     return family
 
@@ -188,15 +191,22 @@ def schedule_families(stored: Sequence[StoredSchedule]) -> list[Family]:
 
 
 def exposition(jobs: Jobs) -> str:
-    """The whole text page for every known queue."""
+    """The whole text page for every known queue. A queue with a key the engine cannot
+    use (its places, limits or schedules) is 1 in ``echomq_queue_unreadable`` and the
+    rest is exported; a corrupt workers' registry leaves out the worker families."""
     queues = known_queues(jobs)
     stats, unreadable = queue_stats(jobs, queues)
-    families = [*queue_families(stats), unreadable_family(unreadable)]
-    families += limit_families({queue: jobs.limits(queue) for queue in queues})
-    workers = list_workers(jobs.connector)
-    families += worker_families(workers, {q for w in workers for q in w.queues} | set(queues))
+    limits, bad_limits = per_queue(queues, jobs.limits)
+    _, stored, bad_schedules = Scheduler(jobs).read_many(queues)
+    families = [*queue_families(stats), unreadable_family(unreadable | bad_limits | bad_schedules)]
+    families += limit_families(limits)
+    workers, why = readable(lambda: list_workers(jobs.connector))
+    if workers is None:
+        logger.warning("metrics: the workers' registry cannot be read: %s", why)
+    else:
+        families += worker_families(workers, {q for w in workers for q in w.queues} | set(queues))
     families += outbox_families()
-    families += schedule_families(Scheduler(jobs).read_many(queues)[1])
+    families += schedule_families(stored)
     return "".join(f.render() for f in families)
 
 
@@ -235,13 +245,20 @@ def _allowed(request: HttpRequest) -> bool:
 @never_cache  # it answers per credential: no shared cache may keep one user's page
 @vary_on_headers("Authorization", "Cookie")
 def prometheus_view(request: HttpRequest) -> HttpResponse:
-    """The Prometheus text page; 403 without access, 503 while the server cannot be read."""
+    """The Prometheus text page; 403 without access, 503 while the server cannot be
+    reached, 502 for data no queue can be blamed for (as the admin's pages)."""
     if not _allowed(request):
         return HttpResponse("Forbidden\n", status=403, content_type="text/plain")
     try:
         body = exposition(conf.get_jobs())
-    except EchoMQError as exc:
+    except (ServerUnavailable, InvalidURL) as exc:
         return HttpResponse(
             f"EchoMQ server unavailable: {exc}\n", status=503, content_type="text/plain"
+        )
+    except EchoMQError as exc:
+        return HttpResponse(
+            f"EchoMQ unreadable data: {type(exc).__name__}: {exc}\n",
+            status=502,
+            content_type="text/plain",
         )
     return HttpResponse(body, content_type=CONTENT_TYPE)

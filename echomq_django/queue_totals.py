@@ -79,11 +79,11 @@ def per_queue(
     return found, unreadable
 
 
-def readable(read: Callable[[], T], default: T) -> tuple[T, str]:
-    """(``read()``, "") or (``default``, why): ``per_queue`` for a key of no queue (the
-    workers' registry), so that one corrupt key there hides no queue either."""
+def readable(read: Callable[[], T]) -> tuple[T | None, str]:
+    """(``read()``, "") or (None, why): ``per_queue`` for one read of a page (a queue's
+    limits on its list) or of a key of no queue (the workers' registry)."""
     found, unreadable = per_queue([""], lambda _: read())
-    return found.get("", default), unreadable.get("", "")
+    return found.get(""), unreadable.get("", "")
 
 
 def queue_stats(jobs: Jobs, queues: Iterable[str]) -> tuple[list[QueueStats], dict[str, str]]:

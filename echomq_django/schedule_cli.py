@@ -56,10 +56,13 @@ def queues() -> list[str]:
 
 def find(scheduler: Scheduler, name: str, queue: str | None) -> StoredSchedule:
     """The one stored schedule called ``name`` (in ``queue``), or a CommandError."""
-    _, found = scheduler.read_many([queue] if queue else queues())
+    _, found, unreadable = scheduler.read_many([queue] if queue else queues())
     matches = [s for s in found if s.name == name]
     if not matches:
-        raise CommandError(f"no schedule {name!r} on the server (a reaper stores them at start)")
+        unread = f"; unreadable: {', '.join(unreadable)}" if unreadable else ""
+        raise CommandError(
+            f"no schedule {name!r} on the server (a reaper stores them at start){unread}"
+        )
     if len(matches) > 1:
         where = ", ".join(s.queue for s in matches)
         raise CommandError(f"schedule {name!r} is in several queues ({where}): give --queue")
@@ -70,7 +73,9 @@ def handle(command: Any, action: str, name: str | None, queue: str | None, as_js
     """Run one ``schedules`` action for the ``echomq`` command (its console and JSON writer)."""
     scheduler = Scheduler(conf.get_jobs())
     if action == "list":
-        now_ms, found = scheduler.read_many(queues())
+        now_ms, found, unreadable = scheduler.read_many(queues())
+        for where, why in unreadable.items():
+            command.stderr.write(f"cannot read the schedules of queue {where}: {why}")
         if as_json:
             command.emit_json([as_document(s) for s in found])
         else:

@@ -46,6 +46,7 @@ from ..queue_totals import (  # the registry ∪ ECHOMQ["QUEUES"], as the CLI sh
     known_queues,
     per_queue,
     queue_stats,
+    readable,
 )
 from .actions import JOB_ACTIONS, QUEUE_ACTIONS, Action, set_bound
 from .chart import Series, merge, sparkline, throughput_chart
@@ -181,7 +182,8 @@ class EchoMQAdmin:
             problem = unreadable.get(name) or unread.get(name, "")
             queues.append(replace(summary, problem=problem))
         totals = [sum(q.counts[i].count for q in queues) for i in range(len(STATES))]
-        workers = [WorkerRow.of(w) for w in list_workers(jobs.connector)]
+        registry, workers_problem = readable(lambda: list_workers(jobs.connector))
+        workers = [WorkerRow.of(w) for w in registry or []]
         context = self.context(
             request,
             "EchoMQ",
@@ -189,6 +191,7 @@ class EchoMQAdmin:
             totals=list(zip(STATES, totals)),
             chart=throughput_chart(merge(series)),
             workers=sorted(workers, key=lambda w: (w.host, w.pid, w.id)),
+            workers_problem=workers_problem,
             outbox=outbox.backlog() if outbox.enabled() else None,
         )
         return render(request, "admin/echomq/dashboard.html", context)
@@ -231,13 +234,15 @@ class EchoMQAdmin:
         tasks, read = task_filter.counts(jobs, queue, state)
         pages = max((total + PER_PAGE - 1) // PER_PAGE, 1)
         stats = jobs.stats(queue)
+        limits, limits_problem = readable(lambda: jobs.limits(queue))
         context = self.context(
             request,
             f"{queue} · {state}",
             queue=queue,
             state=state,
             tabs=self.summary(queue, stats.counts, ()).counts,
-            limits=jobs.limits(queue),  # rate limits and caps: tokens / running, waiting
+            limits=limits,  # rate limits and caps: tokens / running, waiting
+            limits_problem=limits_problem,
             rows=[ListedJob.from_fields(e.id, e.fields) for e in entries],
             total=total,
             page_number=number,
@@ -333,9 +338,15 @@ class EchoMQAdmin:
         ``task_filter.COUNT_MAX`` jobs, each linking to the list filtered by the task."""
         jobs = conf.get_jobs()
         found = []
-        for queue in known_queues(jobs):
-            for state in STATES:
-                count = task_filter.counts(jobs, queue, state)[0].get(task, 0) if task else 0
+
+        def counts(queue: str) -> list[int]:
+            return [task_filter.counts(jobs, queue, s)[0].get(task, 0) for s in STATES]
+
+        per_state, unreadable = per_queue(known_queues(jobs) if task else [], counts)
+        for queue, why in unreadable.items():
+            messages.warning(request, f"Cannot read queue {queue}: {why}")
+        for queue, numbers in per_state.items():
+            for state, count in zip(STATES, numbers, strict=True):
                 if count:
                     link = self.url("list", queue=queue, state=state)
                     found.append((queue, state, count, f"{link}?{urlencode({'task': task})}"))

@@ -92,7 +92,7 @@ class EchoMQScheduleAdmin(EchoMQAdmin):
         except InvalidSchedule:  # the system checks report it; show what the server holds
             declared = {}
         queues = sorted(set(known_queues(jobs)) | {queue for queue, _ in declared})
-        now_ms, stored = Scheduler(jobs).read_many(queues)
+        now_ms, stored, unreadable = Scheduler(jobs).read_many(queues)
         rows = []
         for record in stored:
             mine = declared.pop((record.queue, record.name), None)
@@ -105,6 +105,7 @@ class EchoMQScheduleAdmin(EchoMQAdmin):
             "Schedules",
             rows=sorted(rows, key=lambda r: (r.queue, r.name)),
             server_now=from_ms(now_ms),
+            unreadable=sorted(unreadable.items()),
             schedules_url=self.url("schedules"),
         )
         return render(request, "admin/echomq/schedules.html", context)

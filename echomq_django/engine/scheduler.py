@@ -79,18 +79,25 @@ class Scheduler:
         )
         return int(reply[0]), stored_records(queue, reply[1:])
 
-    def read_many(self, queues: Iterable[str]) -> tuple[int | None, list[StoredSchedule]]:
-        """Every schedule of ``queues`` in one round trip, and the server's clock."""
+    def read_many(
+        self, queues: Iterable[str]
+    ) -> tuple[int | None, list[StoredSchedule], dict[str, str]]:
+        """Every schedule of ``queues`` in one round trip, the server's clock, and the
+        queues whose schedules cannot be read, with why (their index planted as another
+        type): one such queue hides no other's. A lost server raises."""
         names = [QueueKeys.of(q) for q in queues]
         schedule_list = script.load("schedule_list")
         calls = [Call(schedule_list, schedule_list.keys_for(k), [LIST_LIMIT]) for k in names]
-        now, found = None, []
+        now, found, unreadable = None, [], {}
         for keys, reply in zip(names, self.connector.run_many(calls)):
             if isinstance(reply, Exception):
-                raise reply
+                if isinstance(reply, ServerUnavailable) or not isinstance(reply, EchoMQError):
+                    raise reply
+                unreadable[keys.queue] = str(reply)
+                continue
             now = int(reply[0])
             found += stored_records(keys.queue, reply[1:])
-        return now, found
+        return now, found, unreadable
 
     def get(self, queue: str, name: str) -> StoredSchedule | None:
         validate_schedule_name(name)

@@ -156,3 +156,29 @@ def _worker_fields(**changes: str) -> dict[str, str]:
         "running": "[]", "started_at": "1.0", "last_seen": "2.0",
     }  # fmt: skip
     return {**fields, **changes}
+
+
+def test_a_corrupt_key_of_one_queue_is_that_queues_problem_on_every_page(
+    jobs, redis_client, viewer
+):
+    seed.enqueue(jobs, Q)
+    seed.enqueue(jobs, "default", 2)
+    redis_client.set(KEYS.limits, "x")
+    redis_client.set(KEYS.schedules, "x")
+    page = get(viewer, list_url(Q, "pending"))  # its jobs, and what cannot be read
+    assert "Cannot read this queue's limits" in page and "emq-job-list" in page
+    page = get(viewer, f"{ROOT}schedules/")
+    assert "Cannot read the schedules of queue emails" in page
+    redis_client.delete(KEYS.pending)
+    redis_client.hset(KEYS.pending, "a", "b")
+    found = viewer.get(f"{ROOT}search/", {"id": seed.new_job().task}, follow=True)
+    assert found.status_code == 200
+    assert list_url("default", "pending") in found.content.decode()
+    assert any("Cannot read queue emails" in m for m in messages_of(found))
+
+
+def test_a_corrupt_workers_registry_leaves_the_dashboard_whole(jobs, redis_client, viewer):
+    seed.enqueue(jobs, Q)
+    redis_client.set(WORKERS_KEY, "x")
+    page = get(viewer, ROOT)
+    assert "Cannot read the workers' registry" in page and list_url(Q, "pending") in page

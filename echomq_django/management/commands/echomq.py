@@ -52,9 +52,10 @@ from echomq_django.engine import script
 from echomq_django.engine.errors import EchoMQError, ServerUnavailable
 from echomq_django.engine.jobs import SWEEP_LIMIT, QueueStats
 from echomq_django.engine.keyspace import validate_job_id
+from echomq_django.engine.limits import GateState
 from echomq_django.engine.nodes import cached_scripts, primaries
 from echomq_django.management import count_arg, printable, queue_arg, seconds_arg
-from echomq_django.queue_totals import event_totals, known_queues, queue_stats
+from echomq_django.queue_totals import event_totals, known_queues, per_queue, queue_stats
 
 PURGEABLE = ("completed", "dead")
 
@@ -182,28 +183,33 @@ class Command(BaseCommand):
             raise CommandError("--watch draws a live table; it cannot be combined with --json")
         jobs = conf.get_jobs()
 
-        def snapshot() -> list[QueueStats]:  # known queues are read again on every refresh
+        def snapshot() -> tuple[list[QueueStats], dict[str, list[GateState]]]:
+            # Known queues are read again on every refresh; a queue whose places or
+            # limits cannot be read is named on stderr, and the others are shown.
             stats, unreadable = queue_stats(jobs, list(queues) or known_queues(jobs))
+            limits, bad_limits = per_queue([s.queue for s in stats], jobs.limits)
             for queue, why in unreadable.items():
                 self.stderr.write(f"cannot read queue {queue}: {why}")
-            return stats
+            for queue, why in bad_limits.items():
+                self.stderr.write(f"cannot read the limits of queue {queue}: {why}")
+            return stats, limits
 
         def view() -> Group:  # the queues, their limits, the outbox backlog when a task uses one
             backlog = [outbox.backlog().describe()] if outbox.enabled() else []
-            stats = snapshot()
-            limits = limits_view({s.queue: jobs.limits(s.queue) for s in stats})
-            return Group(stats_view(stats, watch), *limits, *backlog)
+            stats, limits = snapshot()
+            return Group(stats_view(stats, watch), *limits_view(limits), *backlog)
 
         if as_json:
             # "events": the table's event columns (failed, ...), derived from "metrics"
+            stats, limits = snapshot()
             self.emit_json(
                 [
                     {
                         **dataclasses.asdict(s),
                         "events": event_totals(s),
-                        "limits": [dataclasses.asdict(g) for g in jobs.limits(s.queue)],
+                        "limits": [dataclasses.asdict(g) for g in limits.get(s.queue, [])],
                     }
-                    for s in snapshot()
+                    for s in stats
                 ]
             )
         elif watch:
