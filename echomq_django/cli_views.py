@@ -103,7 +103,7 @@ def job_view(job: Job, payload_limit: int = 1000) -> Table:
         if value:
             table.add_row(name, value)
     for number, error in enumerate(job_errors(job), 1):
-        table.add_row(f"error {number}", str(error.get("exception_class_path", "?")))
+        table.add_row(f"error {number}", error["exception_class_path"] or "?")
     return table
 
 
@@ -111,19 +111,15 @@ def job_tracebacks(job: Job) -> str:
     """Each error's traceback as plain lines, as written (copyable: print it with
     ``soft_wrap``, never folded)."""
     return "".join(
-        f"\nerror {number}: {error.get('exception_class_path', '?')}\n"
-        f"{str(error.get('traceback', '')).rstrip()}\n"
+        f"\nerror {number}: {error['exception_class_path'] or '?'}\n"
+        f"{error['traceback'].rstrip()}\n"
         for number, error in enumerate(job_errors(job), 1)
     )
 
 
 def job_errors(job: Job) -> list[dict[str, Any]]:
-    """The row's errors; the raw text as one entry when they cannot be parsed."""
-    try:
-        errors = job.error_list
-    except RecursionError:  # planted JSON nested past what the parser takes
-        errors = [{"exception_class_path": "?", "traceback": job.errors}]
-    return [e if isinstance(e, dict) else {"traceback": str(e)} for e in errors]
+    """The row's error records (``Job.error_records``), as the admin's job page has them."""
+    return job.error_records
 
 
 def ping_view(report: dict[str, Any]) -> Table:

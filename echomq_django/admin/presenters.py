@@ -66,16 +66,10 @@ def pretty_json(raw: str | None) -> tuple[str, bool]:
 
 
 def error_list(job: Job) -> list[dict[str, Any]]:
-    """The row's errors, each with ``at`` (when it was recorded, None for records older
-    than that stamp); one entry holding the raw text when they cannot be parsed."""
-    try:
-        errors = job.error_list
-    except RecursionError:  # planted JSON nested past what the parser takes
-        return [{"exception_class_path": "?", "traceback": job.errors, "at": None}]
-    return [
-        {**e, "at": from_us(e.get("at_us"))} if isinstance(e, dict) else {"traceback": str(e)}
-        for e in errors
-    ]
+    """The row's error records (``Job.error_records``: every field there whatever was
+    planted), each with ``at`` (when it was recorded, None for records older than that
+    stamp)."""
+    return [{**e, "at": from_us(e["at_us"])} for e in job.error_records]
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,6 +110,18 @@ class Job:
             return [{"exception_class_path": "?", "traceback": self.errors[:10_000]}]
         return errors if isinstance(errors, list) else []
 
+    @property
+    def error_records(self) -> list[dict[str, Any]]:
+        """``error_list`` as records a page or a table can show whatever was planted: each
+        has ``exception_class_path``, ``traceback`` and ``worker`` (text, "" when absent)
+        and ``at_us`` (an int or None). A plain string, a record without a class path, a
+        number were each a 500 on the job's page; the raw text when nothing parses."""
+        try:
+            errors = self.error_list
+        except RecursionError:  # planted JSON nested past what the parser takes
+            errors = [{"exception_class_path": "?", "traceback": self.errors}]
+        return [_record(e if isinstance(e, dict) else {"traceback": e}) for e in errors]
+
     @classmethod
     def from_row(cls, queue: str, row: Mapping[str, str | None]) -> Job:
         """Read a row (its HGETALL); raise ``CorruptRow`` naming the field when it cannot be a job."""
@@ -170,6 +182,21 @@ def typed_fields(fields: Mapping[str, str | None]) -> dict[str, Any]:
     """Some of a row's fields as a listing shows them: the ``INT_FIELDS`` as ints (or
     None), as ``Job`` types them, the rest as they are."""
     return {k: int_or_none(v) if k in INT_FIELDS else v for k, v in fields.items()}
+
+
+def _record(entry: dict[str, Any]) -> dict[str, Any]:
+    """One entry of a row's errors with every field a reader shows, each of its type."""
+    at_us = entry.get("at_us")
+    return {
+        "exception_class_path": _text(entry.get("exception_class_path")),
+        "traceback": _text(entry.get("traceback")),
+        "worker": _text(entry.get("worker")),
+        "at_us": at_us if type(at_us) is int else None,
+    }
+
+
+def _text(value: object) -> str:
+    return "" if value is None else value if isinstance(value, str) else str(value)
 
 
 def _with_ints(values: Sequence[str | None]) -> list[Any]:

@@ -16,6 +16,7 @@ import pytest
 from echomq_django import metrics
 from echomq_django.engine import registry
 from echomq_django.engine.keyspace import QUEUES_KEY, WORKERS_KEY, QueueKeys, new_job_id, worker_key
+from tests.cli.conftest import echomq_cmd
 
 from . import seed
 from .test_views import ROOT, job_url, list_url, messages_of
@@ -182,3 +183,24 @@ def test_a_corrupt_workers_registry_leaves_the_dashboard_whole(jobs, redis_clien
     redis_client.set(WORKERS_KEY, "x")
     page = get(viewer, ROOT)
     assert "Cannot read the workers' registry" in page and list_url(Q, "pending") in page
+
+
+@pytest.mark.parametrize(
+    "errors",
+    [
+        [{"traceback": "x"}],
+        [{}],
+        ["plain string"],
+        [7, None, [1]],
+        [{"exception_class_path": {"a": 1}, "traceback": 5, "worker": [], "at_us": "nan"}],
+    ],
+)
+def test_error_entries_no_worker_wrote_are_shown_never_a_500(jobs, redis_client, viewer, errors):
+    (job_id,) = seed.enqueue(jobs, Q)
+    redis_client.hset(KEYS.job(job_id), "errors", json.dumps(errors))
+    response = viewer.get(job_url(Q, job_id))
+    assert response.status_code == 200
+    assert len(response.context["errors"]) == len(errors)
+    shown = echomq_cmd("inspect", job_id, "--json")
+    assert len(json.loads(shown.out)["errors"]) == len(errors)
+    assert echomq_cmd("inspect", job_id).out
