@@ -111,8 +111,7 @@ def job_tracebacks(job: Job) -> str:
     """Each error's traceback as plain lines, as written (copyable: print it with
     ``soft_wrap``, never folded)."""
     return "".join(
-        f"\nerror {number}: {error['exception_class_path'] or '?'}\n"
-        f"{error['traceback'].rstrip()}\n"
+        f"\nerror {number}: {error['exception_class_path'] or '?'}\n{error['traceback'].rstrip()}\n"
         for number, error in enumerate(job_errors(job), 1)
     )
 

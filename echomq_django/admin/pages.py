@@ -40,7 +40,7 @@ from ..engine.jobs import Bound, Job
 from ..engine.keyspace import STATES, validate_job_id
 from ..engine.registry import list_workers
 from ..engine.rows import int_or_none
-from ..engine.stored import StoredRow, find_queue, read_stored
+from ..engine.stored import StoredRow, cut, find_queue, read_stored
 from ..engine.times import MS, US, from_server
 from ..queue_totals import (  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
     known_queues,
@@ -272,15 +272,19 @@ class EchoMQAdmin:
             problem = f"its key holds a {stored.type}, not a row (a HASH)"
             return self.corrupt(request, queue, job_id, stored, problem)
         try:
-            job = Job.from_row(queue, dict(stored.fields))
+            job = Job.from_row(queue, stored.row)  # whole: each text is cut as it is shown
         except CorruptRow as exc:
             return self.corrupt(request, queue, job_id, stored, str(exc))
         result, result_is_json = pretty_json(job.result)
+        shown = replace(
+            job, task=cut(job.task), run_after=cut(job.run_after), worker=cut(job.worker),
+            last_error=cut(job.last_error), idempotency_key=cut(job.idempotency_key),
+        )  # fmt: skip
         context = self.context(
             request,
-            job.task or f"Job {job.id}",
+            cut(job.task) or f"Job {job.id}",
             queue=queue,
-            job=job,
+            job=shown,
             payload=ShownPayload.of(job.payload),
             result=result,
             result_is_json=result_is_json,

@@ -1,5 +1,8 @@
 """What the admin's pages show of a row: times, JSON, payloads, list entries, workers.
 
+A job's page reads the whole row and cuts each text only as it shows it (``cut``):
+a valid 20 KB payload cut first was no longer JSON.
+
 A row is data anyone with write access to the server can change, so each helper
 here turns what it cannot show (a time no datetime holds, JSON nested past what
 the parser takes, a member no job id can be) into something a page can say,
@@ -19,6 +22,7 @@ from ..engine.json_text import read_json
 from ..engine.keyspace import validate_job_id
 from ..engine.registry import WorkerInfo
 from ..engine.rows import counted_attempts_of, int_or_none
+from ..engine.stored import cut
 from ..engine.times import MS, US, from_ms, from_server, from_us
 from ..exceptions import PayloadError
 from ..payload import Payload
@@ -56,20 +60,23 @@ def pretty(value: Any) -> str:
 
 
 def pretty_json(raw: str | None) -> tuple[str, bool]:
-    """(text, parsed): ``pretty`` JSON when ``raw`` parses, else ``raw`` unchanged."""
+    """(text, parsed): ``pretty`` JSON when ``raw`` parses, else ``raw``; cut as shown."""
     if raw is None:
         return "", False
     try:
-        return pretty(read_json(raw)), True
+        return cut(pretty(read_json(raw))), True
     except ValueError:  # not JSON, or nested past what the parser takes
-        return raw, False
+        return cut(raw), False
 
 
 def error_list(job: Job) -> list[dict[str, Any]]:
     """The row's error records (``Job.error_records``: every field there whatever was
     planted), each with ``at`` (when it was recorded, None for records older than that
     stamp)."""
-    return [{**e, "at": from_us(e["at_us"])} for e in job.error_records]
+    return [
+        {**e, "traceback": cut(e["traceback"]), "at": from_us(e["at_us"])}
+        for e in job.error_records
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,10 +102,10 @@ class ShownPayload:
             "idempotency_key": payload.idempotency_key,
         }
         return cls(
-            task=payload.task,
-            args=pretty(payload.args),
-            kwargs=pretty(payload.kwargs),
-            options=pretty(options),
+            task=cut(payload.task),
+            args=cut(pretty(payload.args)),
+            kwargs=cut(pretty(payload.kwargs)),
+            options=cut(pretty(options)),
             raw="",
             problem="",
         )

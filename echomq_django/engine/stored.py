@@ -21,10 +21,13 @@ SHOWN_CHARS = 10_000
 
 @dataclass(frozen=True, slots=True)
 class StoredRow:
-    """A job key's type and content as stored (the values cut at ``SHOWN_CHARS``)."""
+    """A job key's type and content as stored: ``row`` whole, to be read as a job (a
+    valid payload may be 512 KB: cut, it is no JSON), and ``fields``, the values cut at
+    ``SHOWN_CHARS``, to be shown when it cannot be one."""
 
     type: str  # "hash" for a row; "none" when there is no key; "string", "list"...
     fields: list[tuple[str, str]]  # a hash's fields, or [("value", ...)] of a string
+    row: dict[str, str]  # a hash's fields uncut ({} for any other type)
 
     @property
     def exists(self) -> bool:
@@ -45,10 +48,10 @@ def read_stored(connector: Connector, queue: str, job_id: str) -> StoredRow:
     if isinstance(kind, Exception):
         raise translate_error(kind)
     if kind == "hash" and isinstance(fields, dict):
-        return StoredRow(kind, sorted((name, _cut(v)) for name, v in fields.items()))
+        return StoredRow(kind, sorted((name, cut(v)) for name, v in fields.items()), fields)
     if kind == "string" and isinstance(text, str):
-        return StoredRow(kind, [("value", _cut(text))])
-    return StoredRow(kind, [])
+        return StoredRow(kind, [("value", cut(text))], {})
+    return StoredRow(kind, [], {})
 
 
 def find_queue(connector: Connector, queues: Sequence[str], job_id: str) -> str | None:
@@ -65,7 +68,8 @@ def find_queue(connector: Connector, queues: Sequence[str], job_id: str) -> str 
     return next((q for q, n in zip(queues, found, strict=True) if n), None)
 
 
-def _cut(value: str) -> str:
+def cut(value: str) -> str:
+    """``value`` as a page shows it: at most ``SHOWN_CHARS``, then how long it was."""
     if len(value) <= SHOWN_CHARS:
         return value
     return value[:SHOWN_CHARS] + f" … ({len(value)} characters)"

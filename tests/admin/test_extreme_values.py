@@ -7,9 +7,14 @@ an integer no float holds. Each page shows what it can and says what it cannot.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from echomq_django.engine.error_record import error_json
+from echomq_django.engine.jobs import NewJob
 from echomq_django.engine.keyspace import QueueKeys
+from echomq_django.payload import Payload
 
 from . import seed
 from .test_views import ROOT, job_url, list_url
@@ -67,3 +72,27 @@ def test_a_minute_of_another_type_marks_its_queue_unreadable(jobs, superuser, re
     (broken,) = [q for q in response.context["queues"] if q.problem]
     assert broken.name == Q and "WRONGTYPE" in broken.problem
     assert "Cannot read this queue" in response.content.decode()
+
+
+def test_a_large_valid_job_is_read_whole_and_shown_cut(jobs, superuser):
+    body = Payload(task="shop.tasks.big", args=["A" * 20_000], kwargs={}, backend="default")
+    job_id = jobs.enqueue(Q, NewJob(payload=body.dumps(), task="shop.tasks.big")).id
+    claim = jobs.claim(Q, "w-1", count=1, lease_ms=60_000, start_now=1)
+    jobs.complete(Q, job_id, claim.jobs[0].token, json.dumps({"rows": ["B" * 20_000]}))
+    response = superuser.get(job_url(Q, job_id))
+    payload = response.context["payload"]
+    assert not payload.problem and payload.args.startswith('[\n  "AAA')
+    assert len(payload.args) < 10_100 and payload.args.endswith("characters)")
+    assert response.context["result_is_json"]
+
+
+def test_every_error_of_a_job_that_failed_often_is_its_own_record(jobs, superuser):
+    job_id = jobs.enqueue(Q, seed.new_job(max_attempts=4)).id
+    for _ in range(4):
+        claim = jobs.claim(Q, "w-1", count=1, lease_ms=60_000, start_now=1)
+        error = error_json("app.errors.Boom", "Traceback\n" + "x" * 5_000 + "\nBoom: it broke")
+        jobs.retry(Q, job_id, claim.jobs[0].token, error=error, summary="Boom", backoff_ms=0)
+    response = superuser.get(job_url(Q, job_id))
+    errors = response.context["errors"]
+    assert [e["exception_class_path"] for e in errors] == ["app.errors.Boom"] * 4
+    assert "Boom: it broke" in response.content.decode()
