@@ -272,7 +272,7 @@ class EchoMQAdmin:
             problem = f"its key holds a {stored.type}, not a row (a HASH)"
             return self.corrupt(request, queue, job_id, stored, problem)
         try:
-            job = Job.from_row(queue, stored.row)  # whole: each text is cut as it is shown
+            job = Job.of_key(queue, job_id, stored.row)  # whole: each text is cut as shown
         except CorruptRow as exc:
             return self.corrupt(request, queue, job_id, stored, str(exc))
         result, result_is_json = pretty_json(job.result)
@@ -284,6 +284,7 @@ class EchoMQAdmin:
             request,
             cut(job.task) or f"Job {job.id}",
             queue=queue,
+            job_id=job_id,  # the key's: what the actions act on
             job=shown,
             payload=ShownPayload.of(job.payload),
             result=result,

@@ -138,4 +138,4 @@ def _job(queue: str, job_id: str, row: Mapping[str, str | None] | Exception) -> 
         if isinstance(row, redis.ResponseError) and str(row).startswith("WRONGTYPE"):
             raise CorruptRow(f"the key of job {job_id[:80]} is not a row (a HASH)")
         raise translate_error(row)
-    return Job.from_row(queue, row) if row else None
+    return Job.of_key(queue, job_id, row) if row else None

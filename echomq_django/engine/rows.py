@@ -130,6 +130,15 @@ class Job:
         return cls.from_values(queue, [row.get(name) for name in ROW_FIELDS])
 
     @classmethod
+    def of_key(cls, queue: str, job_id: str, row: Mapping[str, str | None]) -> Job:
+        """``from_row`` of the row at job ``job_id``'s key, which must hold that id:
+        ``CorruptRow`` otherwise (a planted id sent a page's actions to another job)."""
+        job = cls.from_row(queue, row)
+        if job.id != job_id:
+            raise CorruptRow(f"the row holds the id {job.id[:80]!r}, not its key's {job_id}")
+        return job
+
+    @classmethod
     def from_values(cls, queue: str, values: Sequence[str | None]) -> Job:
         """Read a row given as its ``ROW_FIELDS`` values in order (None: absent), as the
         claim script returns it: no field names on the wire, no dict per claimed job

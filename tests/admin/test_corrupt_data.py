@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.management.base import CommandError
 
 from echomq_django import metrics
 from echomq_django.engine import registry
@@ -204,3 +205,16 @@ def test_error_entries_no_worker_wrote_are_shown_never_a_500(jobs, redis_client,
     shown = echomq_cmd("inspect", job_id, "--json")
     assert len(json.loads(shown.out)["errors"]) == len(errors)
     assert echomq_cmd("inspect", job_id).out
+
+
+@pytest.mark.parametrize("planted", ["../../etc/passwd", "other"])
+def test_a_row_holding_another_id_than_its_key_is_corrupt(jobs, redis_client, deleter, planted):
+    job_id, other = seed.enqueue(jobs, Q, 2)
+    redis_client.hset(KEYS.job(job_id), "id", other if planted == "other" else planted)
+    page = get(deleter, job_url(Q, job_id))
+    assert "not its key&#x27;s" in page
+    assert job_url(Q, job_id, "delete") in page and job_url(Q, other, "delete") not in page
+    with pytest.raises(CommandError, match="CorruptRow"):
+        echomq_cmd("inspect", job_id)
+    with pytest.raises(CommandError, match="CorruptRow"):
+        echomq_cmd("cancel", job_id)
