@@ -49,7 +49,10 @@ def add_jobs_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("state", choices=STATES, metavar="STATE", help=", ".join(STATES))
     parser.add_argument("--task", help="only jobs of this task (its dotted path)")
     parser.add_argument(
-        "--limit", type=count_arg, default=50, help=f"at most N jobs (default 50, most {PAGE_MAX})"
+        "--limit",
+        type=count_arg(PAGE_MAX),
+        default=50,
+        help=f"at most N jobs (default 50, most {PAGE_MAX})",
     )
     parser.add_argument(
         "--oldest-first", action="store_true", help="completed and dead: oldest first"
@@ -66,9 +69,7 @@ def list_jobs(
     """(jobs in the place (of ``task``: among the first SCAN_MAX), up to ``limit`` of them)."""
     newest_first = state in NEWEST_FIRST and not oldest_first
     if task is None:
-        page = jobs.page(
-            queue, state, count=min(limit, PAGE_MAX), newest_first=newest_first, fields=PAGE_FIELDS
-        )
+        page = jobs.page(queue, state, count=limit, newest_first=newest_first, fields=PAGE_FIELDS)
         total, entries = page.total, page.entries
     else:
         found = task_filter.of_task(

@@ -51,15 +51,24 @@ def seconds_arg(value: str) -> float:
     return seconds
 
 
-def count_arg(value: str) -> int:
-    """argparse type: a positive integer."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r}: give an integer of at least 1")
-    return number
+def count_arg(most: int | None = None) -> Callable[[str], int]:
+    """argparse type: an integer from 1 to ``most``, the engine's own bound for what it
+    counts (``SWEEP_MAX`` for a batch, ``PAGE_MAX`` for a page), so a count the engine
+    would refuse is refused at parse time naming the option, not later as an engine
+    error naming its parameter (``limit``). None: no bound the engine sets."""
+
+    def parse(value: str) -> int:
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not an integer") from None
+        if number < 1 or (most is not None and number > most):
+            upper = f" and at most {most:,}" if most is not None else ""
+            raise argparse.ArgumentTypeError(f"{value!r}: give an integer of at least 1{upper}")
+        return number
+
+    parse.__name__ = "count"  # argparse names the type in its messages
+    return parse
 
 
 def setup_logging(verbosity: int) -> None:

@@ -331,3 +331,20 @@ def test_the_operator_commands_run_under_the_minimal_acl(settings, make_acl_serv
         assert echomq_cmd("purge", "default", "completed", "--yes", "--json").json()["purged"] == 0
     finally:
         conf.reset()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("retry-dead", "default", "--batch", "10001"),
+        ("purge", "default", "dead", "--yes", "--batch", "99999999999"),
+        ("jobs", "default", "dead", "--limit", "501"),
+        ("ping", "--count", "100000000"),
+        ("ping", "--count", "0"),
+    ],
+)
+def test_a_count_past_the_engines_bound_is_refused_naming_its_option(jobs, args):
+    """Refused at parse time, before any call: never an engine error naming ``limit``."""
+    with pytest.raises(CommandError, match=r"argument --\w+: .*at least 1") as refused:
+        echomq_cmd(*args)
+    assert "limit must be" not in str(refused.value)

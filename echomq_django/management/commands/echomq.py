@@ -50,7 +50,7 @@ from echomq_django.cli_views import (
 )
 from echomq_django.engine import script
 from echomq_django.engine.errors import EchoMQError, ServerUnavailable
-from echomq_django.engine.jobs import SWEEP_LIMIT, QueueStats
+from echomq_django.engine.jobs import SWEEP_LIMIT, SWEEP_MAX, QueueStats
 from echomq_django.engine.keyspace import validate_job_id
 from echomq_django.engine.limits import GateState
 from echomq_django.engine.nodes import cached_scripts, primaries
@@ -58,6 +58,7 @@ from echomq_django.management import count_arg, printable, queue_arg, seconds_ar
 from echomq_django.queue_totals import event_totals, known_queues, per_queue, queue_stats
 
 PURGEABLE = ("completed", "dead")
+PING_MAX = 1000  # round trips one `ping` times: a few seconds at most, never an hour
 
 
 def _job_id_arg(value: str) -> str:
@@ -128,7 +129,7 @@ class Command(BaseCommand):
         retry = add("retry-dead", "dead jobs back to pending with a fresh attempt budget")
         retry.add_argument("queue", type=queue_arg, metavar="QUEUE")
         retry.add_argument("job_ids", nargs="*", type=_job_id_arg, metavar="JOB_ID")
-        retry.add_argument("--batch", type=count_arg, default=SWEEP_LIMIT)
+        retry.add_argument("--batch", type=count_arg(SWEEP_MAX), default=SWEEP_LIMIT)
 
         purge = add("purge", "delete every completed or dead job of a queue")
         purge.add_argument("queue", type=queue_arg, metavar="QUEUE")
@@ -141,10 +142,12 @@ class Command(BaseCommand):
             action="store_false",
             help="do not ask for confirmation",
         )
-        purge.add_argument("--batch", type=count_arg, default=SWEEP_LIMIT)
+        purge.add_argument("--batch", type=count_arg(SWEEP_MAX), default=SWEEP_LIMIT)
 
         ping = add("ping", "server version, round-trip latency, script cache")
-        ping.add_argument("--count", type=count_arg, default=5, help="PINGs to time")
+        ping.add_argument(
+            "--count", type=count_arg(PING_MAX), default=5, help=f"PINGs to time (most {PING_MAX})"
+        )
 
         job_cli.add_jobs_arguments(add("jobs", "a queue's jobs in one state, filtered by task"))
         add("workers", "live workers, the jobs each runs and for how long")

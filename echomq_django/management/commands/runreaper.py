@@ -13,8 +13,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from echomq_django import schedules
+from echomq_django.engine.bounds import DEFAULT_CRASH_BUDGET, MAX_CRASH_BUDGET
 from echomq_django.engine.errors import InvalidJobOptions, InvalidSchedule, ServerUnavailable
-from echomq_django.engine.jobs import DEFAULT_CRASH_BUDGET
 from echomq_django.engine.nodes import server_version
 from echomq_django.engine.reaper import Reaper
 from echomq_django.execution import finished_outside
@@ -62,7 +62,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--crash-budget",
-            type=count_arg,
+            type=count_arg(MAX_CRASH_BUDGET),
             default=DEFAULT_CRASH_BUDGET,
             metavar="N",
             help="Crashes a job may cause, running alone on a worker that then died, before "

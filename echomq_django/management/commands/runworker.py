@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from echomq_django.engine.jobs import DEFAULT_CRASH_BUDGET
+from echomq_django.engine.bounds import DEFAULT_CRASH_BUDGET, MAX_CRASH_BUDGET
 from echomq_django.engine.nodes import server_version
 from echomq_django.engine.retry_policy import RetryPolicy
 from echomq_django.engine.worker import SWITCH_INTERVAL_S, Supervisor, Worker
@@ -102,7 +102,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--concurrency",
-            type=count_arg,
+            type=count_arg(),
             metavar="N",
             help="Jobs run at once, each in its own thread (default: 1, or with every queue "
             "sized the sum of their slots); with --processes, per child process. With some "
@@ -131,7 +131,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--crash-budget",
-            type=count_arg,
+            type=count_arg(MAX_CRASH_BUDGET),
             default=DEFAULT_CRASH_BUDGET,
             metavar="N",
             help="Crashes of its own process a job may cause before it is dead as "
@@ -145,7 +145,7 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--max-jobs",
-            type=count_arg,
+            type=count_arg(),
             metavar="N",
             help="Exit (status 0) after running N jobs (e.g. to bound memory growth).",
         )
