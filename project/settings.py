@@ -86,6 +86,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
+# The DEBUG page and error emails show the settings: hide ECHOMQ["URL"]'s password too.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "echomq_django.debug.SafeExceptionReporterFilter"
 ECHOMQ = {
     "URL": env("ECHOMQ_URL", default="redis://127.0.0.1:6390/0"),
     "QUEUES": ["default", "emails", "slow"],
