@@ -7,7 +7,7 @@ gives its permissions a home. ``mount`` then serves the EchoMQ pages at
 project with its own ``AdminSite`` calls ``mount(its_site)``.
 
 The package is the admin's: ``urls`` (converters and patterns), ``pages`` (the
-views), ``schedules`` (the schedules page), ``actions`` (the operator actions),
+views), ``job_page`` (a job's page), ``schedules`` (the schedules page), ``actions`` (the operator actions),
 ``presenters`` (what a page shows of a row) and ``chart`` (throughput as SVG).
 """
 

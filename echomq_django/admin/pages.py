@@ -1,4 +1,4 @@
-"""The EchoMQ pages of the Django admin: dashboard, lists, job detail, operator actions.
+"""The EchoMQ pages of the Django admin: dashboard, lists, search, operator actions.
 
 Everything is read from the server through the engine (``conf.get_jobs()``), and
 every operator action is one engine call, hence one atomic script. The views
@@ -29,19 +29,17 @@ from django.utils.text import capfirst
 
 from .. import conf, outbox, task_filter
 from ..engine.errors import (
-    CorruptRow,
     EchoMQError,
     InvalidJobId,
     InvalidURL,
     JobNotFound,
     ServerUnavailable,
 )
-from ..engine.jobs import Bound, Job
+from ..engine.jobs import Bound
 from ..engine.keyspace import STATES, validate_job_id
 from ..engine.registry import list_workers
 from ..engine.rows import int_or_none
-from ..engine.stored import StoredRow, cut, find_queue, read_stored
-from ..engine.times import MS, US, from_server
+from ..engine.stored import find_queue
 from ..queue_totals import (  # the registry ∪ ECHOMQ["QUEUES"], as the CLI shows them
     known_queues,
     per_queue,
@@ -53,13 +51,9 @@ from .chart import Series, merge, sparkline, throughput_chart
 from .presenters import (
     ListedJob,
     QueueSummary,
-    ShownPayload,
     StateCount,
     WorkerRow,
-    bad_time,
-    error_list,
     plural,
-    pretty_json,
 )
 
 PER_PAGE = 50
@@ -260,67 +254,6 @@ class EchoMQAdmin:
             retry=next(iter(self.allowed(request, {"retry": JOB_ACTIONS["retry"]}, state)), None),
         )
         return render(request, "admin/echomq/job_list.html", context)
-
-    @server_errors
-    def job_detail(self, request: HttpRequest, queue: str, job_id: str) -> HttpResponse:
-        """Everything the row holds; a row that is not a valid job is shown raw."""
-        self.require(request, "view")
-        stored = read_stored(conf.get_connector(), queue, job_id)
-        if not stored.exists:
-            raise Http404(f"no job {job_id} in queue {queue}")
-        if stored.type != "hash":
-            problem = f"its key holds a {stored.type}, not a row (a HASH)"
-            return self.corrupt(request, queue, job_id, stored, problem)
-        try:
-            job = Job.of_key(queue, job_id, stored.row)  # whole: each text is cut as shown
-        except CorruptRow as exc:
-            return self.corrupt(request, queue, job_id, stored, str(exc))
-        result, result_is_json = pretty_json(job.result)
-        shown = replace(
-            job, task=cut(job.task), run_after=cut(job.run_after), worker=cut(job.worker),
-            last_error=cut(job.last_error), idempotency_key=cut(job.idempotency_key),
-        )  # fmt: skip
-        context = self.context(
-            request,
-            cut(job.task) or f"Job {job.id}",
-            queue=queue,
-            job_id=job_id,  # the key's: what the actions act on
-            job=shown,
-            payload=ShownPayload.of(job.payload),
-            result=result,
-            result_is_json=result_is_json,
-            errors=error_list(job),
-            times=self.job_times(job),
-            actions=self.allowed(request, JOB_ACTIONS, job.state),
-            list_url=self.url("list", queue=queue, state=job.state),
-        )
-        return render(request, "admin/echomq/job_detail.html", context)
-
-    def corrupt(
-        self, request: HttpRequest, queue: str, job_id: str, stored: StoredRow, problem: str
-    ) -> HttpResponse:
-        """The page of a row that is not a job: what is wrong, what it holds, Delete."""
-        deletable = self.model_admin.has_delete_permission(request)  # the only way out
-        context = self.context(
-            request, f"Job {job_id}", queue=queue, job_id=job_id, problem=problem,
-            raw=stored.fields, actions=[JOB_ACTIONS["delete"]] if deletable else [],
-        )  # fmt: skip
-        return render(request, "admin/echomq/job_corrupt.html", context)
-
-    @staticmethod
-    def job_times(job: Job) -> list[tuple[str, datetime | None, str]]:
-        """(label, moment, why it cannot be shown) of each of the row's times."""
-        return [
-            (label, from_server(value, scale), bad_time(value, scale))
-            for label, value, scale in (
-                ("Enqueued", job.enqueued_at, US),
-                ("Due", job.due_ms, MS),
-                ("First started", job.started_at, US),
-                ("Last attempted", job.last_attempted_at, US),
-                ("Lease deadline", job.lease_deadline, MS),
-                ("Finished", job.finished_at, US),
-            )
-        ]
 
     @server_errors
     def search(self, request: HttpRequest) -> HttpResponse:

@@ -26,7 +26,8 @@ from ..engine.stored_schedule import StoredSchedule
 from ..engine.times import from_ms
 from ..queue_totals import known_queues
 from .actions import SCHEDULE_ACTIONS, Action
-from .pages import EchoMQAdmin, server_errors
+from .job_page import EchoMQJobAdmin
+from .pages import server_errors
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +80,7 @@ class ScheduleRow:
         )  # fmt: skip
 
 
-class EchoMQScheduleAdmin(EchoMQAdmin):
+class EchoMQScheduleAdmin(EchoMQJobAdmin):
     """The EchoMQ pages, plus the schedules page and its actions."""
 
     @server_errors
