@@ -37,7 +37,9 @@ not start with a bad schedule.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -48,7 +50,7 @@ from .backends import EchoMQBackend
 from .compat import AnyTask, InvalidTask, Task, task_backends
 from .discovery import discover_tasks, resolve_task
 from .engine.errors import InvalidSchedule
-from .engine.schedules import DEFAULT_GRACE_MS, Schedule
+from .engine.schedules import DEFAULT_GRACE_MS, EVERY_RULE, MAX_EVERY_MS, MIN_EVERY_MS, Schedule
 from .exceptions import MalformedSchedules, PayloadError, UnknownScheduleTask
 from .options import duration_ms
 from .payload import encode_arguments
@@ -128,7 +130,7 @@ def build(name: object, spec: object) -> Schedule:
         task: AnyTask = resolve_task(path, task_modules())
         changes = {"queue_name": spec["queue"]} if "queue" in spec else {}
         if "priority" in spec:
-            changes["priority"] = spec["priority"]
+            changes["priority"] = priority(spec["priority"])
         task = task.using(**changes) if changes else task
     except PayloadError as exc:
         raise UnknownScheduleTask(f"{where}: {exc}") from None
@@ -146,14 +148,14 @@ def build(name: object, spec: object) -> Schedule:
         job = backend.new_job(task, args, kwargs, traced=False).validate(
             conf.get_settings().max_payload
         )
-        every = duration_ms(spec.get("every"), "every")
+        every = every_ms(spec.get("every"))
         grace = duration_ms(spec.get("grace"), "grace")
         return Schedule(
             name=name,  # type: ignore[arg-type]  # any SCHEDULES key: Schedule validates it
             queue=task.queue_name,
             job=job,
             cron=spec.get("cron") or "",
-            every_ms=every or 0,
+            every_ms=every,
             timezone=spec.get("timezone") or getattr(settings, "TIME_ZONE", None) or "UTC",
             catch_up=spec.get("catch_up", "latest"),
             overlap=spec.get("overlap", "skip"),
@@ -163,6 +165,30 @@ def build(name: object, spec: object) -> Schedule:
         raise type(exc)(f"{where}: {exc}") from None
     except (InvalidTask, ImproperlyConfigured, ValueError, TypeError, AttributeError) as exc:
         raise InvalidSchedule(f"{where}: {exc}") from None
+
+
+def every_ms(value: object) -> int:
+    """A schedule's ``every`` (seconds, or a timedelta) in ms; 0 when not given. Given,
+    0 is refused as any other value out of bounds (it is not "no every")."""
+    if value is None:
+        return 0
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not math.isfinite(seconds)
+        or seconds != int(seconds)
+        or not MIN_EVERY_MS <= int(seconds) * 1000 <= MAX_EVERY_MS
+    ):
+        raise InvalidSchedule(f"{EVERY_RULE}, not {value!r:.40}")
+    return int(seconds) * 1000
+
+
+def priority(value: object) -> int:
+    """A schedule's ``priority``: an int (Django's own check then says its bounds)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidSchedule(f"priority must be an int, not {value!r:.40}")
+    return value
 
 
 def arguments(spec: Mapping[str, Any]) -> tuple[list[Any] | tuple[Any, ...], Mapping[str, Any]]:

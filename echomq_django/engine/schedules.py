@@ -60,6 +60,7 @@ DEFAULT_GRACE_MS = 60_000
 ON_TIME_MS = 1000
 MIN_EVERY_MS = 1000
 MAX_EVERY_MS = 366 * 24 * 3600 * 1000
+EVERY_RULE = "'every' must be whole seconds (or a timedelta), from 1 second to 366 days"
 MAX_MS = 253_402_300_799_999  # 9999-12-31 23:59:59.999 UTC: the last ms a date can hold
 INT64_MAX = 2**63 - 1  # the most a counter the server increments can reach
 # What every job a schedule fires stores, as ``NewJob`` names it: its job template
@@ -146,23 +147,29 @@ class Timing:
     timezone: str = "UTC"
 
     @classmethod
-    @lru_cache(maxsize=256)
     def parse(cls, cron: str, every_ms: int, timezone: str) -> Timing:
-        """A checked timing (remembered: reapers plan with it on every fire)."""
+        """A checked timing. The types are checked before the cache (an unhashable
+        value would fail it with a TypeError that names no field)."""
+        if not isinstance(cron, str):
+            raise InvalidCron(f"a cron expression is text, not {type(cron).__name__}")
+        if isinstance(every_ms, bool) or not isinstance(every_ms, int):
+            raise InvalidSchedule(f"{EVERY_RULE}, not {every_ms!r:.40}")
+        if not isinstance(timezone, str):
+            raise UnknownTimeZone(f"a time zone is a name, not {type(timezone).__name__}")
+        return cls._parse(cron, every_ms, timezone)
+
+    @classmethod
+    @lru_cache(maxsize=256)
+    def _parse(cls, cron: str, every_ms: int, timezone: str) -> Timing:
+        """``parse``, remembered: reapers plan with it on every fire."""
         if bool(cron) == bool(every_ms):
             raise InvalidSchedule("give exactly one of 'cron' and 'every'")
         tz = zone(timezone)
         if every_ms:
-            if isinstance(every_ms, bool) or not isinstance(every_ms, int):
-                raise InvalidSchedule(f"'every' must be a duration, not {every_ms!r}")
             if not MIN_EVERY_MS <= every_ms <= MAX_EVERY_MS or every_ms % 1000:
-                raise InvalidSchedule("'every' must be whole seconds, from 1 second to 366 days")
+                raise InvalidSchedule(EVERY_RULE)
             return cls(every_ms=every_ms, timezone=timezone)
-        if (
-            not isinstance(cron, str)
-            or len(cron) > 200
-            or not (cron.isascii() and cron.isprintable())
-        ):
+        if len(cron) > 200 or not (cron.isascii() and cron.isprintable()):
             raise InvalidCron(f"bad cron expression {cron!r:.80}")
         try:
             next(walk(cron, datetime.now(tz)))

@@ -118,6 +118,13 @@ def test_periodic_declares_a_schedule_next_to_its_task(declare, monkeypatch):
         ({**NIGHTLY, "kwargs": None}, "echomq.E105", "kwargs must be a dict"),
         ({**NIGHTLY, "kwargs": {1: 2}}, "echomq.E105", "kwargs names must be str"),
         ({**NIGHTLY, "timezone": "\udcff"}, "echomq.E104", "unknown time zone"),
+        ({"task": TASK, "every": 0}, "echomq.E105", "from 1 second to 366 days, not 0"),
+        ({"task": TASK, "every": 10**30}, "echomq.E105", "from 1 second to 366 days"),
+        ({"task": TASK, "every": 1.0001}, "echomq.E105", "whole seconds"),
+        ({"task": TASK, "every": "60"}, "echomq.E105", "whole seconds"),
+        ({**NIGHTLY, "priority": "1"}, "echomq.E105", "priority must be an int"),
+        ({**NIGHTLY, "cron": ["0 3 * * *"]}, "echomq.E103", "a cron expression is text"),
+        ({**NIGHTLY, "timezone": ["UTC"]}, "echomq.E104", "a time zone is a name"),
     ],
 )
 def test_a_bad_schedule_is_a_system_check_error_that_says_what(declare, entry, check_id, text):
