@@ -9,6 +9,7 @@ Configuration (run by every ``manage.py`` command that runs checks)::
     echomq.E007  ECHOMQ DURABLE_ENQUEUE is not a valid setting
     echomq.W001  no ECHOMQ URL: the default redis://127.0.0.1:6379/0 is used
     echomq.W002  the server does not answer PING
+    echomq.W003  the ECHOMQ URL holds a secret that Django's error reports would show
 
 Each TASKS entry of the EchoMQ backend is checked by the backend itself
 (``EchoMQBackend.check``, run by Django's tasks check): echomq.E004 unknown
@@ -110,7 +111,26 @@ def _url_messages(raw: Mapping[str, Any]) -> list[checks.CheckMessage]:
                 id="echomq.E003",
             )
         ]
+    if shown != url and not _reports_mask_urls():
+        return [
+            checks.Warning(
+                f"settings.ECHOMQ['URL'] ({shown}) holds a secret, and Django's error "
+                "reports (the DEBUG 500 page, AdminEmailHandler's emails) show it: they "
+                "hide settings by name, never URL.",
+                hint=f'Set DEFAULT_EXCEPTION_REPORTER_FILTER = "{REPORTER_FILTER}".',
+                id="echomq.W003",
+            )
+        ]
     return []
+
+
+REPORTER_FILTER = "echomq_django.debug.SafeExceptionReporterFilter"
+
+
+def _reports_mask_urls() -> bool:
+    """Django's error reports use our filter (a filter of your own that masks URLs too:
+    silence echomq.W003 in SILENCED_SYSTEM_CHECKS)."""
+    return bool(settings.DEFAULT_EXCEPTION_REPORTER_FILTER == REPORTER_FILTER)
 
 
 def _durability_messages() -> list[checks.CheckMessage]:

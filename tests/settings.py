@@ -17,6 +17,8 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 SECRET_KEY = "echomq-tests-not-secret"
 DEBUG = False
+# As the README asks of a project whose ECHOMQ URL holds a password (echomq.W003).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "echomq_django.debug.SafeExceptionReporterFilter"
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
 USE_TZ = True
 TIME_ZONE = "UTC"

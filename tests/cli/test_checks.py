@@ -268,3 +268,17 @@ def test_every_cluster_primary_is_checked(valkey_cluster, cluster_client):
     connector.close()
     assert len(warnings) == 3
     assert all(w.startswith("Node ") and "persists nothing" in w for w in warnings)
+
+
+def test_a_url_with_a_password_warns_until_error_reports_mask_it(good_settings):
+    good_settings.ECHOMQ = {**good_settings.ECHOMQ, "URL": "redis://u:s3cret@127.0.0.1:1/0"}
+    good_settings.DEFAULT_EXCEPTION_REPORTER_FILTER = (
+        "django.views.debug.SafeExceptionReporterFilter"
+    )
+    [message] = check_settings()
+    assert message.id == "echomq.W003" and "s3cret" not in message.msg + message.hint
+    assert "redis://u:***@127.0.0.1:1/0" in message.msg
+    good_settings.DEFAULT_EXCEPTION_REPORTER_FILTER = (
+        "echomq_django.debug.SafeExceptionReporterFilter"
+    )
+    assert check_settings() == []

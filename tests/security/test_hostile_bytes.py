@@ -72,7 +72,7 @@ def nested(depth: int) -> list:
 @pytest.mark.parametrize("where", ["args", "kwargs"])
 def test_arguments_nested_20000_deep_are_refused_and_nothing_is_written(echomq, where):
     deep = nested(20_000)
-    with pytest.raises(InvalidTaskArguments, match="nested too deeply"):
+    with pytest.raises(InvalidTaskArguments, match="nested more than 100 deep"):
         if where == "args":
             echo.enqueue(deep)
         else:
