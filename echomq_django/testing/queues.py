@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db import connections
+
 from .. import conf, execution, outbox, schedules
 from ..compat import AnyTask, task_backends
 from ..engine.jobs import Jobs
@@ -70,6 +72,21 @@ class RanJob:
 
 def task_path(task: AnyTask | str) -> str:
     return task if isinstance(task, str) else task.module_path
+
+
+def database_allowed(alias: str) -> bool:
+    """Whether the running test may use the database ``alias``.
+
+    pytest-django refuses it to a test that did not ask for it (no ``django_db``
+    mark, ``db`` fixture): a cursor raises RuntimeError, or Django's
+    DatabaseOperationForbidden (an AssertionError; not in the type stubs) for an
+    alias left out of ``databases=``.
+    """
+    try:
+        with connections[alias].cursor():
+            return True
+    except (RuntimeError, AssertionError):
+        return False
 
 
 class TestQueues:
@@ -196,8 +213,10 @@ class TestQueues:
 
     def relay_outbox(self) -> int:
         """Send the jobs the outbox holds (ENQUEUE_ON_COMMIT="outbox"): in a test's
-        transaction no commit ever relays them."""
-        if not outbox.enabled():
+        transaction no commit ever relays them. None in a test that may not use the
+        outbox's database (no ``django_db``): it wrote no row there, and reading the
+        table would fail the test."""
+        if not outbox.enabled() or not database_allowed(outbox.database()):
             return 0
         relay = relay_for(self.engine)
         return relay.drain() if relay is not None else 0

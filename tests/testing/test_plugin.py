@@ -16,7 +16,7 @@ from tests.testing.conftest import DEV_DB, TEST_DB
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = Path(__file__).resolve().parent / "userproject"
-USER_TESTS = 12  # the tests in userproject/shop_tests
+USER_TESTS = 13  # the tests in userproject/shop_tests
 
 
 def run_user_suite(
