@@ -12,7 +12,7 @@ Fixtures:
 
 Loaded by every pytest run in an environment where echomq-django is installed, so
 it does nothing until a test asks for one of its fixtures: no server is started,
-no setting is changed.
+no setting is changed, and nothing of EchoMQ (the engine, redis-py) is imported.
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from .server import TestServer, start
-
-if TYPE_CHECKING:  # imported in the fixture: the plugin loads before Django is set up
+if TYPE_CHECKING:  # imported in the fixtures: the plugin loads in every pytest run
     from .queues import TestQueues
+    from .server import TestServer
 
 # Settings that point at the production tier: a test server has no replicas and no TLS.
 SERVER_ONLY = ("OPTIONS", "CLUSTER", "DURABLE_ENQUEUE")
@@ -35,6 +34,8 @@ SERVER_ONLY = ("OPTIONS", "CLUSTER", "DURABLE_ENQUEUE")
 def echomq_server() -> Iterator[TestServer]:
     """The test process's server (started on first use, stopped at the end of the session)."""
     from django.conf import settings
+
+    from .server import start
 
     raw = getattr(settings, "ECHOMQ", {}) or {}
     server = start(raw.get("URL"), raw.get("OPTIONS"))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from echomq_django.devserver import binary
@@ -31,3 +34,16 @@ def test_a_worker_past_the_servers_databases_is_told_so(valkey_server, monkeypat
         server.start(None)
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
     assert server.start(None).url == f"{url}/15"
+
+
+def test_loading_the_plugin_imports_nothing_of_echomq():
+    """pytest loads it in every run where the package is installed, EchoMQ's or not: the
+    engine and redis-py (about 150 ms) wait for a test that asks for a fixture."""
+    code = (
+        "import sys, echomq_django.testing.plugin; "
+        "print(*sorted(m for m in sys.modules if m.startswith(('redis', 'echomq_django.'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split() == ["echomq_django.testing", "echomq_django.testing.plugin"]
