@@ -6,6 +6,7 @@ import json
 import threading
 import time
 from collections import Counter
+from typing import Any
 
 import pytest
 import redis
@@ -18,6 +19,7 @@ from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.retry_policy import RetryPolicy
 from echomq_django.engine.worker import Failure, Success, Worker, error_json
 from echomq_django.engine.worker.completions import Completions
+from echomq_django.engine.worker.waiting import IdleWait
 from tests.support import servers
 from tests.support.proxy import FaultProxy
 from tests.support.running import RunningWorker
@@ -568,13 +570,29 @@ def test_a_stop_that_lands_as_the_idle_block_begins_still_ends_it(jobs, monkeypa
     before its blocking read was sent: the read then reconnects and would block for
     the whole idle timeout (5 s), as seen when stopping workers after a run."""
     worker = Worker(jobs, ["q"], lambda c: Success("null"), idle_block_s=5.0, lease_ms=1000)
-    bzpopmin = redis.Redis.bzpopmin
+    blocking_client = IdleWait._blocking_client
+    stops = []
 
-    def stopped_just_before_the_send(client, keys, timeout):
-        worker.stop()
-        return bzpopmin(client, keys, timeout)
+    def stopped_just_before_the_send(idle: IdleWait) -> redis.Redis:
+        """The blocking read's connection is taken right after the stop: it is sent on
+        a fresh one (redis-py reconnects what the stop closed)."""
+        client = blocking_client(idle)
+        pool = client.connection_pool
+        get_connection = type(pool).get_connection
 
-    monkeypatch.setattr(redis.Redis, "bzpopmin", stopped_just_before_the_send)
+        def stop_then_get() -> Any:
+            if not stops:
+                stops.append(worker.stop())
+            return get_connection(pool)
+
+        pool.get_connection = stop_then_get  # type: ignore[method-assign]
+        return client
+
+    monkeypatch.setattr(IdleWait, "_blocking_client", stopped_just_before_the_send)
     started = time.monotonic()
-    RunningWorker(worker).stats(timeout=10)
+    try:
+        RunningWorker(worker).stats(timeout=10)
+    finally:
+        worker.stop()  # a worker left running would take the next tests' jobs
+    assert stops, "the idle wait no longer takes its connection there: move the stop"
     assert time.monotonic() - started < 2.0
