@@ -51,7 +51,10 @@ def _run_now(jobs: Jobs, queue: str, job_id: str) -> str:
 
 def _cancel(jobs: Jobs, queue: str, job_id: str) -> str:
     if jobs.cancel(queue, job_id) == "cancelling":
-        return f"Job {job_id} is running: its worker stops it and moves it to dead."
+        return (
+            f"Job {job_id} is running: its worker stops it and moves it to dead (unless "
+            "its run completes first: a completed run stays completed)."
+        )
     return f"Job {job_id} cancelled (moved to dead; it can still be retried)."
 
 

@@ -224,3 +224,11 @@ def test_the_start_up_banner_masks_the_password(acl_server, spawn):
     log = worker.log()
     assert acl_server.password not in log
     assert f"on redis://{acl_server.username}:***@" in log
+
+
+def test_concurrency_has_its_short_form():
+    """`-c 4`, as the README and Celery users write it."""
+    from echomq_django.management.commands.runworker import Command
+
+    parser = Command().create_parser("manage.py", "runworker")
+    assert parser.parse_args(["-c", "4"]).concurrency == 4

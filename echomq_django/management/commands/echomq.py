@@ -251,7 +251,8 @@ class Command(BaseCommand):
         job_cli.record(job, "cancelled" if outcome == "dead" else "cancelling")
         said = {
             "dead": "cancelled: moved to dead (it can still be retried)",
-            "cancelling": "running: its worker stops it within about a second, then it is dead",
+            "cancelling": "running: its worker stops it within about a second and it is dead "
+            "(unless its run completes first: a completed run stays completed)",
         }[outcome]
         self._report(job_id, job.queue, outcome, said, as_json)
 

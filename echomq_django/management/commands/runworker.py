@@ -101,6 +101,7 @@ class Command(BaseCommand):
             "without sizes all queues share every slot.",
         )
         parser.add_argument(
+            "-c",
             "--concurrency",
             type=count_arg(),
             metavar="N",
