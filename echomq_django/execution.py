@@ -72,6 +72,7 @@ from .engine.error_record import ErrorRecord
 from .engine.errors import CorruptRow, EchoMQError
 from .engine.jobs import Claimed, Job
 from .engine.worker import Failure, Outcome, Success, failure_from_exception
+from .engine.worker.lease import this_run_abandoned
 from .exceptions import PayloadError
 from .payload import Payload, storable
 from .results import rebuild_task, task_result
@@ -275,9 +276,13 @@ def finish(sender: type, result: AnyTaskResult, status: TaskResultStatus, began:
     server's clock, as its started_at is: the run's start (the lease's server base)
     plus the run's monotonic duration. This worker's own clock may be seconds off the
     server's, and finished_at would then precede started_at. The row gets the
-    server's own time when the outcome lands."""
+    server's own time when the outcome lands. A run the worker abandoned (stuck past
+    its soft stop) sends nothing when it returns at last: the worker sent its
+    ``task_finished`` (FAILED, as stored) when it gave it up."""
     object.__setattr__(result, "status", status)
     object.__setattr__(result, "finished_at", finished_at(result, began))
+    if this_run_abandoned():
+        return
     try:
         task_finished.send(sender=sender, task_result=result)
     except Exception:

@@ -70,6 +70,38 @@ def test_a_task_killed_or_crashed_gets_one_task_finished(valkey_server, tmp_path
             conf.reset()
 
 
+def test_a_run_abandoned_in_its_thread_gets_one_task_finished_failed(valkey_server, tmp_path):
+    """Thread mode: a run that swallows its soft stop is abandoned 2 s later and ends
+    dead. Before, no task_finished came then, and when the thread returned at last it
+    sent its own, SUCCESSFUL, for a job stored FAILED."""
+    redis.Redis.from_url(valkey_server.url).flushall()
+    with override_settings(ECHOMQ={"URL": valkey_server.url}, TASKS=echomq_settings.TASKS):
+        conf.reset()
+        try:
+            stuck = jobs.swallows.enqueue(4.5)
+            log = tmp_path / "signals.jsonl"
+            env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.django.settings",
+                   "ECHOMQ_TEST_URL": valkey_server.url, "ECHOMQ_SIGNAL_LOG": str(log)}  # fmt: skip
+            argv = [sys.executable, "manage.py", "runworker", "default", "--concurrency", "1",
+                    "--grace", "10"]  # fmt: skip
+            out = tmp_path / "worker.log"
+            with out.open("w") as err:
+                worker = subprocess.Popen(argv, cwd=ROOT, env=env, stderr=err)
+            try:
+                wait_until(lambda: "after it was abandoned" in out.read_text(), timeout=30)
+            finally:
+                worker.terminate()
+                worker.wait(30)
+            assert stuck.task.get_result(stuck.id).status == TaskResultStatus.FAILED
+            signals = [json.loads(line) for line in log.read_text().splitlines()]
+            finished = [
+                s["status"] for s in signals if s["id"] == stuck.id and s["signal"] == "finished"
+            ]
+            assert finished == [str(TaskResultStatus.FAILED)], signals
+        finally:
+            conf.reset()
+
+
 def test_a_job_the_reaper_ends_dead_gets_one_task_finished(valkey_server, tmp_path):
     """A job that ran alone on a worker that died, past the crash budget: the reaper moves
     it to dead, and a real ``runreaper`` sends its ``task_finished`` (no process of the

@@ -28,7 +28,7 @@ from .completions import Completions
 from .config import WorkerConfig
 from .driver import Driver
 from .endings import Endings
-from .lease import CANCEL_CHECK_S, STAMP_AFTER_S, Lease
+from .lease import CANCEL_CHECK_S, STAMP_AFTER_S, Lease, running_here
 from .ledger import Ledger
 from .link import Link
 from .running import Crashed, Runner, RunResult, stopped_failure
@@ -144,11 +144,13 @@ class Executors:
         link = self._link
         if link is not None:
             link.begin(lease)
+        running_here(lease)
         try:
             outcome = self._runner.run(lease.key, lease.claimed, lease.solo, self._limit_s(lease))
         except (TimeLimitExceeded, Cancelled) as exc:  # a soft stop landing as the run ended
             outcome = stopped_failure(type(exc), "stopped as it ended")
         finally:
+            running_here(None)
             if link is not None:
                 link.end(lease)
         self._end(lease, outcome)
@@ -193,5 +195,5 @@ class Executors:
         logger.error(
             "job %s %s: %s; its thread is stuck", lease.claimed.id, lease.task, failure.summary
         )
-        self._endings.fail(lease, failure)
+        self._endings.fail(lease, failure, outside=True)  # its thread will not tell: we do
         self._start(lease.slot)

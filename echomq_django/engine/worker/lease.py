@@ -8,6 +8,7 @@ flag is set by one part and read by the others (plain attribute stores: atomic).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -156,3 +157,20 @@ class Lease:
         values = ("started", claimed.id, self.task, self.attempt, self.max_attempts, 0, worker_id,
                   "", "", "")  # fmt: skip
         self.events.add(claimed.queue, values)
+
+
+# The lease whose run this thread is in (thread mode): what a run's own code asks when
+# it ends, long after the worker may have given the run up (``this_run_abandoned``).
+_current = threading.local()
+
+
+def running_here(lease: Lease | None) -> None:
+    """This thread now runs ``lease``'s job (None: no job)."""
+    _current.lease = lease
+
+
+def this_run_abandoned() -> bool:
+    """The run this thread is in was abandoned: it outlived its soft stop, its failure was
+    recorded, and its outcome (and its ``task_finished``) is no longer its to tell."""
+    lease = getattr(_current, "lease", None)
+    return lease is not None and lease.abandoned

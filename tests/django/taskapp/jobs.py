@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -60,6 +61,16 @@ def deep(depth):
 def stuck(seconds):
     """Past its limit in one C call: only killing its process stops it."""
     time.sleep(seconds)
+
+
+@task(timeout=1)
+def swallows(seconds):
+    """Catches its soft stop and goes on, then returns as if it had succeeded."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        with contextlib.suppress(BaseException):  # the point: a task that will not stop
+            time.sleep(0.05)
+    return "done"
 
 
 @task(enqueue_on_commit="outbox")
