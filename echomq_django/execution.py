@@ -61,13 +61,13 @@ from .compat import (
     AnyTask,
     AnyTaskResult,
     Task,
-    TaskContext,
     TaskError,
     TaskResultStatus,
     task_backends,
     task_finished,
     task_started,
 )
+from .context import EchoMQTaskContext
 from .engine.error_record import ErrorRecord
 from .engine.errors import CorruptRow, EchoMQError
 from .engine.jobs import Claimed, Job
@@ -187,7 +187,9 @@ def call(job: Job, result: AnyTaskResult, backend: EchoMQBackend) -> Outcome:
     try:
         task_started.send(sender=sender, task_result=result)
         args = (
-            [TaskContext(task_result=result), *result.args] if task.takes_context else result.args
+            [EchoMQTaskContext(task_result=result), *result.args]
+            if task.takes_context
+            else result.args
         )
         text, value = to_json(call_task(task, args, result.kwargs), conf.get_jobs().max_payload)
     except BaseException as exc:

@@ -94,6 +94,22 @@ def test_sigterm_past_the_grace_kills_a_solo_jobs_child_and_releases_it_free(
     assert (row["solo"], row.get("lost_isolated", "0")) == ("1", "0")
 
 
+@pytest.mark.parametrize("mode", [[], ["--processes", "1"]], ids=["threads", "processes"])
+def test_a_task_sees_its_worker_stopping_through_its_context(
+    django_jobs, valkey_url, spawn, tmp_path, mode
+):
+    """A long task can save its progress and return once a stop is asked, within the
+    grace, instead of being cut at its end (issue 15: the context says so)."""
+    started = tmp_path / "started"
+    result = tasks.until_stopped.enqueue(str(started))
+    worker = spawn("runworker", valkey_url, "slow", "--grace", "20", *mode)
+    wait_until(started.exists, timeout=15)
+    worker.send(signal.SIGTERM)
+    assert worker.wait(30) == 0, worker.log()
+    result.refresh()
+    assert (result.status, result.return_value) == (TaskResultStatus.SUCCESSFUL, "stopped early")
+
+
 def test_a_second_signal_exits_at_once_and_leaves_the_job_to_the_reaper(
     django_jobs, valkey_url, spawn, tmp_path
 ):

@@ -30,6 +30,18 @@ def nap(seconds, started_file="", finished_file=""):
     return seconds
 
 
+@task(queue_name="slow", takes_context=True)
+def until_stopped(context, started_file):
+    """Runs until its worker stops, which it reads from its context; then returns."""
+    Path(started_file).touch()
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        if context.stop_requested:
+            return "stopped early"
+        time.sleep(0.02)
+    return "never told"
+
+
 @task(queue_name="slow")
 def hold(started_dir, release_file):
     """Leave a file in ``started_dir`` and run until ``release_file`` exists (at most

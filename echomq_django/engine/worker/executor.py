@@ -144,7 +144,7 @@ class Executors:
         link = self._link
         if link is not None:
             link.begin(lease)
-        running_here(lease)
+        running_here(lease, self._stopping)
         try:
             outcome = self._runner.run(lease.key, lease.claimed, lease.solo, self._limit_s(lease))
         except (TimeLimitExceeded, Cancelled) as exc:  # a soft stop landing as the run ended

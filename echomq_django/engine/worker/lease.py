@@ -159,14 +159,23 @@ class Lease:
         self.events.add(claimed.queue, values)
 
 
-# The lease whose run this thread is in (thread mode): what a run's own code asks when
-# it ends, long after the worker may have given the run up (``this_run_abandoned``).
+# The lease whose run this thread is in, and its worker's stop: what a run's own code
+# asks (``this_run_abandoned`` when it ends, long after the worker may have given the
+# run up; ``stop_requested`` while it runs).
 _current = threading.local()
 
 
-def running_here(lease: Lease | None) -> None:
-    """This thread now runs ``lease``'s job (None: no job)."""
-    _current.lease = lease
+def running_here(lease: Lease | None, stopping: threading.Event | None = None) -> None:
+    """This thread now runs ``lease``'s job for a worker whose stop is ``stopping``
+    (None: no job)."""
+    _current.lease, _current.stopping = lease, stopping
+
+
+def stop_requested() -> bool:
+    """The worker running this thread's job is stopping (SIGTERM, a deploy): the job has
+    its ``--grace`` to finish. False outside a worker's run."""
+    stopping = getattr(_current, "stopping", None)
+    return stopping is not None and stopping.is_set()
 
 
 def this_run_abandoned() -> bool:
