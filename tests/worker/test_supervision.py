@@ -10,16 +10,20 @@ of them goes through the real scripts.
 
 from __future__ import annotations
 
+import math
+import socket
 import time
+from multiprocessing.connection import Connection
 from types import SimpleNamespace
 
 import pytest
 
-from echomq_django.engine.jobs import Jobs, NewJob
+from echomq_django.engine.jobs import Claimed, Jobs, NewJob
 from echomq_django.engine.worker import Supervisor
 from echomq_django.engine.worker.board import Board
 from echomq_django.engine.worker.config import WorkerConfig, deal_sizes
 from echomq_django.engine.worker.lease import Lease
+from echomq_django.engine.worker.link import Link
 from echomq_django.engine.worker.subworker import Subworker
 from tests.support.running import RunningWorker
 
@@ -128,6 +132,46 @@ def test_a_torn_record_on_the_board_is_not_read():
     assert board.began(3) and board.began(4) and not board.began(5)
     board.held(3)  # a new lease takes the place: its run has not begun
     assert not board.began(3)
+    board.close()
+
+
+def test_a_child_that_stopped_itself_unrenewed_gives_its_jobs_back_uncharged(
+    valkey_jobs, supervisor
+):
+    """Its supervisor renewed its leases no more (frozen): the child ended itself and
+    marked the board; the job it ran did nothing wrong: back free, not solo."""
+    jobs = valkey_jobs
+    running, waiting = _copies(jobs, 2, "sup")
+    board = Board.create(threads=1, capacity=8)
+    board.begin(0, running.index, running.claimed.token, time.monotonic() - 0.5)
+    board.give_up()
+    supervisor._ended(_dead_child(board, [running, waiting]))
+    rows = [jobs.get("q", lease.claimed.id) for lease in (running, waiting)]
+    assert [(r.state, r.solo, r.crashes, r.error_list) for r in rows] == [
+        ("pending", False, 0, [])
+    ] * 2
+
+
+def test_a_child_must_stop_by_its_supervisors_stamp_or_by_its_claims_lease():
+    board = Board.create(threads=1, capacity=8)
+    ours, theirs = socket.socketpair()
+    link = Link(Connection(ours.detach()), board)
+    assert link.stop_by() == math.inf  # nothing held
+    lease = Lease(Claimed("q", "a", 1, None), 2_000, renewed_at=0.0)
+    link.hold("q", 100.0, [lease])
+    assert link.stop_by() == 101.5  # the supervisor has not read it: its claim's lease
+    board.stamp(150.0, 1)  # renewed: it vouches for the lease
+    assert link.stop_by() == 150.0
+    link.hold("q", 200.0, [Lease(Claimed("q", "b", 1, None), 40_000, renewed_at=0.0)])
+    assert link.stop_by() == 150.0  # the new one's own is later
+    board.stamp(145.0, 2)  # the supervisor's stamp only ever covers what it has read
+    assert link.stop_by() == 145.0
+    link.gone([lease])
+    board.stamp(math.inf, 2)
+    assert link.stop_by() == math.inf
+    board._memory[board._stamp_at] = 1  # a write under way that never ends (frozen in it)
+    assert board.renewed() == (0.0, 0) and link.stop_by() == 239.0
+    theirs.close()
     board.close()
 
 

@@ -161,6 +161,35 @@ def test_sigterm_with_a_short_grace_never_overlaps_executions(
     assert (row.counted_attempts, row.error_list) == (1, [])  # released: not charged
 
 
+def test_a_frozen_supervisors_child_stops_before_its_lease_lapses(
+    valkey_jobs, valkey_url, spawn, tmp_path
+):
+    """SIGSTOP the supervisor mid-job, past the lease: its child, which runs on, stops
+    itself before the lease lapses, so the second worker's run (the reaper hands the job
+    out) never overlaps it; when the supervisor wakes, the job is charged nothing."""
+    jobs = valkey_jobs
+    log = tmp_path / "runs.jsonl"
+    job_id = jobs.enqueue("q", job(log=str(log), run=3)).id
+    first = spawn("worker", valkey_url, "q", "--processes", "1", "--lease-ms", "1000")
+    wait_until(lambda: job_id in runs(log), timeout=20)
+    first.send(signal.SIGSTOP)
+    try:
+        spawn("reaper", valkey_url, "q", "--interval", "0.05")
+        spawn("worker", valkey_url, "q", "--processes", "1", "--lease-ms", "1000", "--name", "b")
+        wait_until(lambda: len({rec["pid"] for rec in runs(log)[job_id]}) == 2, timeout=20)
+        time.sleep(1.0)  # the second run goes on beside the frozen supervisor
+    finally:
+        first.send(signal.SIGCONT)
+    wait_until(lambda: jobs.get("q", job_id).state == "completed", timeout=20)
+    lines = runs(log)[job_id]
+    assert overlaps(lines) == [], lines
+    assert lines[0]["event"] == "start" and "end" not in [r["event"] for r in lines[:-1]]
+    row = jobs.get("q", job_id)
+    assert (row.crashes, row.counted_attempts, row.error_list) == (0, 1, [])
+    wait_until(lambda: "stopping itself" in first.log(), timeout=10)
+    assert first.popen.poll() is None  # it lives on, its child started again
+
+
 def test_a_child_killed_with_sigkill_is_replaced_and_its_job_accounted(
     valkey_jobs, valkey_url, spawn, tmp_path
 ):

@@ -8,8 +8,15 @@ it: to renew, stamp, time-limit and cancel the running jobs, and once the child
 is dead, to tell the job that was running when it died (its crash) from those that
 only waited (per-job accounting).
 
-A thread's record is written under a sequence number that is odd while the
-record is being written, so a reader never takes a half-written one.
+The supervisor writes one record of its own: until when its renewals hold
+(``stamp``, on every beat). The child stops itself when it runs out (``link.py``,
+``subworker_main``), so a frozen, starved or cut-off supervisor never leaves its
+children running jobs whose leases lapse: the reaper would hand them out again.
+Before it exits, the child marks that it stopped itself (``give_up``): its jobs
+are charged nothing.
+
+A record is written under a sequence number that is odd while the record is being
+written, so a reader never takes a half-written one.
 
 The board lives in an unlinked temporary file mapped by both processes: the
 child gets its descriptor, as it gets its pipes.
@@ -26,6 +33,24 @@ from typing import NamedTuple
 _SEQ = struct.Struct("<Q")
 _RUN = struct.Struct("<Qqd")  # the lease's index, its token, when its run began (monotonic)
 _RECORD = _SEQ.size + _RUN.size
+_STAMP = struct.Struct("<dQ")  # until when the supervisor's renewals hold, holds it had read
+# Before a lease lapses, its child must have stopped: this much before, at most (a
+# quarter of a short lease: the supervisor renews it a third through).
+STOP_MARGIN_S = 1.0
+
+
+def stop_by(renewed_at: float, lease_ms: int) -> float:
+    """When the runs of a lease renewed at ``renewed_at`` (monotonic, just before the
+    call) must stop if it is renewed no more: a margin before it lapses."""
+    return renewed_at + lease_ms / 1000 - min(STOP_MARGIN_S, lease_ms / 4000)
+
+
+def _size(threads: int, capacity: int) -> int:
+    return _stamp_at(threads, capacity) + _SEQ.size + _STAMP.size + 1
+
+
+def _stamp_at(threads: int, capacity: int) -> int:
+    return -(-(threads * _RECORD + capacity) // 8) * 8  # 8-aligned, after the lease bytes
 
 
 class Running(NamedTuple):
@@ -38,7 +63,8 @@ class Running(NamedTuple):
 
 
 class Board:
-    """``threads`` run records, then one byte per lease index (1: its run began)."""
+    """``threads`` run records, then one byte per lease index (1: its run began), then
+    the supervisor's stamp and the child's give-up byte."""
 
     def __init__(self, memory: mmap.mmap, fd: int, threads: int, capacity: int) -> None:
         self._memory = memory
@@ -47,19 +73,21 @@ class Board:
         self.capacity = capacity  # lease indexes are 1 .. capacity - 1
         self._began_at = threads * _RECORD
         self._seqs = [0] * threads  # the writer's own sequence numbers
+        self._stamp_at = _stamp_at(threads, capacity)
+        self._stamp_seq = 0
 
     @classmethod
     def create(cls, threads: int, capacity: int) -> Board:
         """A new, empty board (the supervisor's side)."""
         fd, path = tempfile.mkstemp(prefix="echomq-board-")
         os.unlink(path)  # gone with the last descriptor: nothing is left behind
-        os.ftruncate(fd, threads * _RECORD + capacity)
-        return cls(mmap.mmap(fd, threads * _RECORD + capacity), fd, threads, capacity)
+        os.ftruncate(fd, _size(threads, capacity))
+        return cls(mmap.mmap(fd, _size(threads, capacity)), fd, threads, capacity)
 
     @classmethod
     def attach(cls, fd: int, threads: int, capacity: int) -> Board:
         """The board the supervisor made, by its descriptor (the child's side)."""
-        return cls(mmap.mmap(fd, threads * _RECORD + capacity), fd, threads, capacity)
+        return cls(mmap.mmap(fd, _size(threads, capacity)), fd, threads, capacity)
 
     def close(self) -> None:
         self._memory.close()
@@ -87,6 +115,34 @@ class Board:
         _SEQ.pack_into(self._memory, at, seq + 2)
         self._seqs[thread] = seq + 2
 
+    def renewed(self) -> tuple[float, int]:
+        """The supervisor's last stamp: until when the leases it knew hold (``stop_by``:
+        their margin taken off), and how many ``hold`` reports it had read then; (0, 0)
+        before its first, or while a write of it does not end (the supervisor stopped in
+        it): no lease is vouched for then."""
+        memory, at = self._memory, self._stamp_at
+        for _ in range(1000):
+            (seq,) = _SEQ.unpack_from(memory, at)
+            until, holds = _STAMP.unpack_from(memory, at + _SEQ.size)
+            if seq % 2 == 0 and _SEQ.unpack_from(memory, at)[0] == seq:
+                return until, holds
+        return 0.0, 0
+
+    def give_up(self) -> None:
+        """This child stops itself: its supervisor no longer renews its leases."""
+        self._memory[self._stamp_at + _SEQ.size + _STAMP.size] = 1
+
+    # -- the supervisor writes --------------------------------------------------------
+
+    def stamp(self, until: float, holds: int) -> None:
+        """Every lease known after ``holds`` hold reports is renewed up to ``until``
+        (``stop_by``; ``inf``: none held). One writer: the supervisor's keeper."""
+        at, seq = self._stamp_at, self._stamp_seq
+        _SEQ.pack_into(self._memory, at, seq + 1)
+        _STAMP.pack_into(self._memory, at + _SEQ.size, until, holds)
+        _SEQ.pack_into(self._memory, at, seq + 2)
+        self._stamp_seq = seq + 2
+
     # -- the supervisor reads ---------------------------------------------------------
 
     def running(self) -> list[Running]:
@@ -105,3 +161,7 @@ class Board:
 
     def began(self, index: int) -> bool:
         return 0 < index < self.capacity and self._memory[self._began_at + index] == 1
+
+    def gave_up(self) -> bool:
+        """The child stopped itself, its leases no longer renewed (``give_up``)."""
+        return self._memory[self._stamp_at + _SEQ.size + _STAMP.size] == 1

@@ -8,6 +8,9 @@ beat, from each child's copy of leases (``subworker``) and its board:
 * renews a lease a third through (``Jobs.extend_many``, one call for all), and a
   running job's every second: the renewal's reply is how a cancel reaches it;
 * stamps the start of a run that has lasted STAMP_AFTER_S (its "started" event);
+* stamps on each child's board until when its leases hold, renewed (``board.py``):
+  a child whose supervisor stops renewing (frozen, starved, cut from the server)
+  stops itself before they lapse;
 * soft-stops a run at its time limit (``TimeLimitExceeded`` raised in it, in the
   child), and a cancelled one (``Cancelled``); a run still going HARD_GRACE_S
   later gets its child killed: the supervisor then ends its job (``supervisor``).
@@ -116,7 +119,11 @@ class Keeper:
                 next_at = min(next_at, now + POLL_S)  # a run may begin on the board
         for key in [key for key in self._stops if key not in live_keys]:
             del self._stops[key]  # its run ended
-        if due and not self._extend(due, live_keys):
+        renewed = not due or self._extend(due, live_keys)
+        for sub in self._subworkers:
+            if sub.alive():
+                sub.stamp()  # until when its leases hold: it stops then if not renewed
+        if not renewed:
             return 0.1  # the server is away: try again soon
         return next_at - now
 

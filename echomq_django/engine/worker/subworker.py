@@ -25,7 +25,7 @@ from typing import Any
 
 from ..events import EventLog
 from ..jobs import Claimed
-from .board import Board
+from .board import Board, stop_by
 from .children import Key
 from .lease import Lease
 from .link import receive, send
@@ -69,6 +69,7 @@ class Subworker:
         self.reader: threading.Thread | None = None
         self.stats = WorkerStats()  # its counts as last reported
         self.renew_at = float("inf")  # no lease held here needs renewing before this
+        self.holds = 0  # hold reports read from this process (its board's stamp says)
 
     @property
     def pid(self) -> int | None:
@@ -82,6 +83,7 @@ class Subworker:
         board = Board.create(self._threads, self._threads + EXTRA_PLACES)
         with self._lock:
             old, self.board = self.board, board
+            self.holds = 0
         if old is not None:
             old.close()
         our_orders, their_orders = socket.socketpair()
@@ -191,9 +193,25 @@ class Subworker:
         self.leases[index] = lease
         return lease
 
+    def stamp(self) -> None:
+        """Tell the child until when its leases' renewals hold (``board.stamp``): it
+        stops then, if this process stops renewing them (frozen, starved, cut off)."""
+        with self._lock:
+            if self.board is None:
+                return
+            until = float("inf")
+            for held in self.leases.values():
+                if isinstance(held, Lease):
+                    if not held.lost:  # renewed no more: the child is told, and lets it go
+                        until = min(until, stop_by(held.renewed_at, held.lease_ms))
+                else:  # (queue, sent, entry): never renewed yet
+                    until = min(until, stop_by(held[1], held[2][3]))
+            self.board.stamp(until, self.holds)
+
     def _hold(self, queue: str, sent: float, entries: list[list[Any]]) -> None:
         shortest = min(entry[3] for entry in entries)  # lease_ms
         with self._lock:
+            self.holds += 1
             for entry in entries:
                 self.leases[entry[0]] = (queue, sent, entry)
             self.renew_at = min(self.renew_at, sent + shortest / 3000)

@@ -9,7 +9,13 @@ leases go out on the second (``link.py``), its runs are written on the board
 completes its jobs itself; the supervisor keeps their leases.
 
 Like every child, it ignores SIGINT and SIGTERM (a Ctrl-C reaches the whole process
-group: stopping is the supervisor's decision) and dies with its parent.
+group: stopping is the supervisor's decision) and dies with its parent. And with its
+parent's renewals: a supervisor frozen (SIGSTOP, a cgroup freezer, swapping) or cut
+from the server renews its leases no more, and the reaper would hand its jobs to
+another worker while they still run here. So a watch thread reads until when its
+supervisor's renewals hold (``Link.stop_by``) and ends this process at once before
+then: the supervisor, when it wakes, finds the board's mark and gives its jobs back,
+charged nothing (a run cannot be told to stop in time: it may ignore it for long).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -31,6 +38,8 @@ from .link import Link, receive
 from .worker import Worker
 
 logger = logging.getLogger("echomq.worker")
+
+WATCH_S = 0.25  # how often the watch reads the board, at least
 
 _STOPS: dict[str, type[TimeLimitExceeded | Cancelled]] = {
     "TimeLimitExceeded": TimeLimitExceeded,
@@ -54,6 +63,16 @@ def _obey(orders: Connection, worker: Worker) -> None:
             worker.stop(order[1] if len(order) > 1 else None)
 
 
+def _watch(link: Link) -> None:
+    """End this process before a lease it holds can lapse unrenewed."""
+    while True:
+        left = link.stop_by() - time.monotonic()
+        if left <= 0:
+            link.board.give_up()  # no log: a frozen supervisor may hold the log's pipe
+            os._exit(1)
+        time.sleep(min(WATCH_S, left))
+
+
 def main(argv: list[str]) -> int:
     orders_fd, reports_fd, board_fd, threads, capacity, parent = map(int, argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -72,6 +91,7 @@ def main(argv: list[str]) -> int:
     del options["queues"]
     worker = Worker(jobs, config.queues, handler, name=order["name"], link=link, **options)
     threading.Thread(target=_obey, args=(orders, worker), name="echomq-orders", daemon=True).start()
+    threading.Thread(target=_watch, args=(link,), name="echomq-watch", daemon=True).start()
     link.ready()
     worker.run()
     if worker.fatal:  # no bye: the supervisor starts it again

@@ -201,12 +201,17 @@ class Supervisor:
             return
         running = sub.running()
         died = ChildDied(code, len(running))
+        # It stopped itself, its leases no longer renewed (this process was frozen, starved
+        # or cut off): like a kill of ours, no job's fault.
+        gave_up = sub.killed_for is None and sub.board is not None and sub.board.gave_up()
         if not self._stopping.is_set() or sub.killed_for is None:
             how = "in a crash" if sub.killed_for is None else "killed by the supervisor"
+            if gave_up:
+                how = "stopping itself (its leases were no longer renewed in time)"
             logger.warning("child worker %d (pid %s) died %s: %s; %d job(s) held", sub.number,
                            sub.pid, how, died, len(leases))  # fmt: skip
         killed_key, stop = sub.killed_for or (None, "")
-        ours = sub.killed_for is not None
+        ours = sub.killed_for is not None or gave_up
         back = []
         for lease in leases:
             if lease in running:  # its start is the board's
