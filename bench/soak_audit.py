@@ -262,12 +262,19 @@ def _audit_executions(a: Audit, rows, runs, fleet) -> None:
     # only then releases it (issue 15: no overlap): that run is cut short by design.
     # On a loaded machine a child restarted just before the SIGTERM may start its job
     # seconds late, and run into the grace.
+    # With --processes, a child whose supervisor is SIGSTOPped past its leases' renewal
+    # ends itself before they lapse (no overlap with the run the reaper hands on).
     unended = [run["worker"] for run in runs.values() if run["end"] is None]
-    cut = [w for w in unended if w not in fleet.killed and w not in fleet.termed]
+    stopped_itself = {w for w in unended if fleet.opts.processes and w in fleet.paused}
+    cut = [w for w in unended if w not in fleet.killed | fleet.termed and w not in stopped_itself]
     a.add("executions cut short in a worker that was not killed", len(cut), not cut)
     a.add(
         "executions cut short by a graceful stop's grace",
         sum(w in fleet.termed and w not in fleet.killed for w in unended),
+    )
+    a.add(
+        "executions cut short by a child of a paused supervisor (before its leases lapsed)",
+        sum(w in stopped_itself and w not in fleet.killed | fleet.termed for w in unended),
     )
     zombies = [
         k
