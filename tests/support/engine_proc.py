@@ -7,10 +7,10 @@ Nothing of Django is imported: the engine's Worker and Reaper are built here dir
 so a process test sees the engine's behaviour, not the management commands'.
 
 The worker's handler reads the payload as ``{"sleep": seconds, "fail": bool, "crash":
-code, "gil": seconds, "log": path, "run": seconds}``: it exits its process at once
-with ``crash``, holds the GIL in one C call for ``gil`` seconds, writes a side log
-(start, a tick every 20 ms for ``run`` seconds, end) to ``log``, sleeps, then fails
-or returns the pid that ran it. SIGTERM/SIGINT stop it gracefully (``runworker``'s
+code, "gil": seconds, "log": path, "run": seconds, "fork": seconds, "pids": path}``: it exits its process at once with ``crash``, holds the GIL in one C call for
+``gil`` seconds, writes a side log (start, a tick every 20 ms for ``run`` seconds,
+end) to ``log``, forks a process that sleeps ``fork`` seconds (its pid written to
+``pids``) and waits for it, sleeps, then fails or returns the pid that ran it. SIGTERM/SIGINT stop it gracefully (``runworker``'s
 helper, which also exits at once on a second signal, lives in the Django layer, and the
 engine has none). On exit the worker writes its WorkerStats as JSON to ``--stats``.
 """
@@ -61,10 +61,24 @@ def handler(claimed: Claimed) -> Outcome:
         ctypes.PyDLL(None).usleep(int(float(spec["gil"]) * 1_000_000))
     if spec.get("log"):  # a side log of the run: start, a tick every 20 ms, end
         _run_logged(spec, claimed)
+    if spec.get("fork"):  # a task that forks: its fork sleeps, the task waits for it
+        return Success(json.dumps({"waited": fork_and_wait(float(spec["fork"]), spec["pids"])}))
     time.sleep(float(spec.get("sleep", 0)))
     if spec.get("fail"):
         raise RuntimeError("asked to fail")
     return Success(json.dumps({"pid": os.getpid()}))
+
+
+def fork_and_wait(seconds: float, pids: str) -> int:
+    """Fork a process that sleeps ``seconds`` (it inherits every descriptor of this one),
+    write its pid to ``pids``, and wait for it."""
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(seconds)
+        os._exit(0)
+    with open(pids, "a") as f:
+        f.write(f"{pid}\n")
+    return os.waitpid(pid, 0)[1]
 
 
 def setup(url: str) -> tuple[Jobs, Callable[[Claimed], Outcome]]:

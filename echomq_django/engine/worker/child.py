@@ -8,6 +8,7 @@ its two pipes). It is a module of its own, apart from the parent's side, so that
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import os
@@ -45,18 +46,56 @@ def resolve(ref: Any) -> Any:
 
 
 def die_with_parent(parent: int) -> None:
+    """This process, and every process a task starts in its group, dies with ``parent``.
+
+    This process dies by ``PR_SET_PDEATHSIG`` (Linux), which needs no thread of its
+    own to run (a task may hold the GIL). That signal reaches no descendant, so a
+    guard (``_guard_group``) kills the whole group once this process is gone. The
+    parent started this process in a group of its own (``children.NEW_GROUP``)."""
+    if os.getpgrp() == os.getpid():  # the leader of its own group: guard it
+        _guard_group()
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     except (AttributeError, OSError):
 
         def watch() -> None:
             while os.getppid() == parent:
                 time.sleep(0.2)
-            os._exit(1)
+            os.killpg(os.getpgrp(), signal.SIGKILL)
 
         threading.Thread(target=watch, daemon=True).start()
     if os.getppid() != parent:  # it died before the line above took effect
         os._exit(1)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _guard_group() -> None:
+    """Fork the group's guard: a process of nothing but a wait (no thread, no task, so
+    the GIL is never held), which SIGKILLs the group once this process is gone, however
+    it ended. Called first thing, before any thread starts (a fork copies one thread)."""
+    me = os.getpid()
+    if os.fork() != 0:
+        return
+    try:  # the guard: never back into the caller's code
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # None of the child's pipes: they end when it does.
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        wake = getattr(signal, "sigtimedwait", None)
+        if wake is not None:
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+            with contextlib.suppress(AttributeError, OSError):
+                ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, int(signal.SIGUSR1), 0, 0, 0)
+        while os.getppid() == me:
+            if wake is not None:
+                wake({signal.SIGUSR1}, 1.0)
+            else:
+                time.sleep(0.2)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    finally:
+        os._exit(0)
 
 
 def _child_main(
@@ -64,9 +103,9 @@ def _child_main(
 ) -> None:
     """The child: a thread serves ``run`` messages and this one ``stop`` messages,
     until the parent closes the pipes."""
+    die_with_parent(parent)  # first: it forks the group's guard (no thread may run yet)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    die_with_parent(parent)
     if initializer:
         resolve(initializer)()
     serving = _Serving(runs, resolve(handler))

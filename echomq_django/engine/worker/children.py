@@ -20,10 +20,12 @@ data, whatever it holds. The parent keeps the leases (its heartbeat is not in th
 child, so a task holding the GIL in a C call cannot starve it), and it sees a child
 die: ``run`` then answers ``ChildDied`` for every job the child was running, which
 is how the worker knows whose crash it was. The parent kills a child whose job
-outlived its soft stop. A child dies with its parent (``PR_SET_PDEATHSIG`` on Linux;
-a watch on the parent's pid elsewhere): a killed worker never leaves a task running
-that the reaper then hands to another worker. Children ignore SIGINT and SIGTERM (a
-Ctrl-C reaches the whole process group): stopping them is the parent's decision.
+outlived its soft stop. A child runs in a process group of its own, and every kill
+of it kills the group: what its task started there dies with the run. A child dies
+with its parent (``PR_SET_PDEATHSIG`` on Linux; a watch on the parent's pid
+elsewhere), and a guard process in its group kills the group once the child is gone:
+a killed worker never leaves a task running that the reaper then hands to another
+worker. Children ignore SIGINT and SIGTERM: stopping them is the parent's decision.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -62,6 +65,22 @@ class ChildDied(Exception):
         else:  # killed by a signal: subprocess reports it negated
             how = f"signal {signal.Signals(-exitcode).name}"
         super().__init__(f"its process died ({how}) while running {running} job(s)")
+
+
+# Popen arguments that start a child in a process group of its own: a kill of the group
+# (``kill_group``) reaches every process its tasks started in it, and a Ctrl-C in the
+# terminal reaches only the parent, whose decision a stop is.
+NEW_GROUP: dict[str, Any] = {"process_group": 0}
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the group of the child ``pid`` (its leader): the child, and whatever its
+    tasks started that did not leave the group (``setsid`` does).
+
+    Called only while ``pid`` is not yet reaped, or while its group has a member left:
+    until both are gone, the number cannot be another process's or group's."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 READER_JOIN_S = 5.0  # close() waits this long for the reader (a child that cannot be killed)
@@ -116,7 +135,7 @@ class Child:
         # on it only as the script's own) goes along.
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         popen = subprocess.Popen(
-            argv, pass_fds=fds, stdin=subprocess.DEVNULL, close_fds=True, env=env
+            argv, pass_fds=fds, stdin=subprocess.DEVNULL, close_fds=True, env=env, **NEW_GROUP
         )
         theirs.close()
         their_stops.close()
@@ -159,8 +178,9 @@ class Child:
         process = self._process
         if process is not None and process.popen.poll() is None:
             process.killed_for = for_key
-            process.popen.kill()
-            process.popen.wait(10)
+            kill_group(process.popen.pid)  # with whatever its job started
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.popen.wait(10)
 
     def close(self) -> None:
         """Kill the child and wait for its reader to end its jobs and close its pipes.
@@ -177,7 +197,8 @@ class Child:
         woken per job); when the process is gone, every job left in it gets
         ``ChildDied`` (with the number of jobs it was running)."""
         pending = process.pending
-        while True:
+        exited = Exited(process.conn, process.popen)
+        while exited.readable():
             try:
                 kind, key, outcome = decode(process.conn.recv_bytes())
             except (EOFError, OSError):
@@ -187,7 +208,8 @@ class Child:
                     on_end = pending.pop(key, None)
                 if on_end is not None:
                     on_end(outcome_from_json(outcome))
-        process.popen.wait(10)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.popen.wait(10)
         with self._lock:
             left = list(pending.values())
             pending.clear()
@@ -196,6 +218,34 @@ class Child:
         died = ChildDied(process.popen.returncode, len(left), process.killed_for)
         for on_end in left:
             on_end(died)
+
+
+EXIT_POLL_S = 0.1  # how often a reader with nothing to read looks whether its child exited
+DRAIN_S = 1.0  # past a child's exit, how long its reader may take to read what it left
+
+
+class Exited:
+    """When a child's pipe has nothing more to read: at EOF, or once the child itself
+    has exited and what it wrote is read (at most DRAIN_S).
+
+    EOF alone comes only once every copy of the child's end is closed, and a process
+    a task forked holds one: a reader waiting for EOF would wait for that process,
+    long after the child died (its time-limit kill unnoticed, its jobs not ended)."""
+
+    def __init__(self, conn: Connection, popen: subprocess.Popen[bytes]) -> None:
+        self._conn = conn
+        self._popen = popen
+        self._drain_end: float | None = None
+
+    def readable(self) -> bool:
+        """Wait until a read will not block (True: read, and EOF may come), or until
+        the child is gone and nothing it wrote is left (False)."""
+        while self._drain_end is None:
+            if self._conn.poll(EXIT_POLL_S):
+                return True
+            if self._popen.poll() is not None:  # all it wrote is in the pipe by now
+                self._drain_end = time.monotonic() + DRAIN_S
+        return time.monotonic() < self._drain_end and self._conn.poll(0)
 
 
 def raise_in_thread(thread_id: int, exc: type[BaseException] | None) -> bool:

@@ -26,7 +26,7 @@ from typing import Any
 from ..events import EventLog
 from ..jobs import Claimed
 from .board import Board, stop_by
-from .children import Key
+from .children import NEW_GROUP, Exited, Key, kill_group
 from .lease import Lease
 from .link import receive, send
 from .stats import WorkerStats
@@ -94,8 +94,9 @@ class Subworker:
         # The child imports what this process can: its sys.path (a manage.py's folder is
         # on it only as the script's own) goes along.
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        # In a group of its own, which every kill of it kills (kill_group).
         self.popen = subprocess.Popen(
-            argv, pass_fds=fds, stdin=subprocess.DEVNULL, close_fds=True, env=env
+            argv, pass_fds=fds, stdin=subprocess.DEVNULL, close_fds=True, env=env, **NEW_GROUP
         )
         their_orders.close()
         their_reports.close()
@@ -132,7 +133,7 @@ class Subworker:
         if popen is not None and popen.poll() is None:
             if self.killed_for is None:
                 self.killed_for = (for_key, stop)
-            popen.kill()
+            kill_group(popen.pid)  # with whatever its tasks started
             with contextlib.suppress(subprocess.TimeoutExpired):
                 popen.wait(REAP_S)
 
@@ -224,15 +225,20 @@ class Subworker:
     # -- the reader -------------------------------------------------------------------------
 
     def _read(self, reports: Connection, popen: subprocess.Popen[bytes]) -> None:
-        """Take in its reports until it is gone, then hand its leases to ``on_exit``."""
-        while True:
+        """Take in its reports until it is gone, then hand its leases to ``on_exit``.
+
+        Gone is its exit, not the EOF of its reports: a process its task forked may
+        hold them open long after (``Exited``)."""
+        exited = Exited(reports, popen)
+        while exited.readable():
             try:
                 report = receive(reports)
             except (EOFError, OSError):
                 break
             except ValueError as exc:  # never from our child; say so, and end it
                 logger.error("child worker %d sent a bad report (%s); stopping it", popen.pid, exc)
-                popen.kill()
+                if popen.poll() is None:
+                    kill_group(popen.pid)
                 break
             kind = report[0]
             if kind == "hold":

@@ -8,14 +8,15 @@ leases go out on the second (``link.py``), its runs are written on the board
 (``board.py``). It runs a ``Worker`` with that link: the worker claims, runs and
 completes its jobs itself; the supervisor keeps their leases.
 
-Like every child, it ignores SIGINT and SIGTERM (a Ctrl-C reaches the whole process
-group: stopping is the supervisor's decision) and dies with its parent. And with its
-parent's renewals: a supervisor frozen (SIGSTOP, a cgroup freezer, swapping) or cut
-from the server renews its leases no more, and the reaper would hand its jobs to
-another worker while they still run here. So a watch thread reads until when its
-supervisor's renewals hold (``Link.stop_by``) and ends this process at once before
-then: the supervisor, when it wakes, finds the board's mark and gives its jobs back,
-charged nothing (a run cannot be told to stop in time: it may ignore it for long).
+Like every child, it runs in a process group of its own, which every kill of it
+kills (so whatever its tasks started there dies with it), ignores SIGINT and SIGTERM
+(stopping is the supervisor's decision), and dies with its parent, its group with it.
+And with its parent's renewals: a supervisor frozen (SIGSTOP, a cgroup freezer,
+swapping) or cut from the server renews its leases no more, and the reaper would hand
+its jobs to another worker while they still run here. So a watch thread reads until
+when its supervisor's renewals hold (``Link.stop_by``) and ends this process at once
+before then: the supervisor, when it wakes, finds the board's mark and gives its jobs
+back, charged nothing (a run cannot be told to stop in time: it may ignore it for long).
 """
 
 from __future__ import annotations
@@ -75,9 +76,9 @@ def _watch(link: Link) -> None:
 
 def main(argv: list[str]) -> int:
     orders_fd, reports_fd, board_fd, threads, capacity, parent = map(int, argv)
+    die_with_parent(parent)  # first: it forks the group's guard (no thread may run yet)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    die_with_parent(parent)
     sys.setswitchinterval(SWITCH_INTERVAL_S)  # this process is the worker's own
     orders = Connection(orders_fd)
     kind, order = receive(orders)

@@ -53,6 +53,9 @@ START_FAILURES = 5  # children that die before they are set up, in a row: give u
 # Past the grace, how long a child running no job may take to end (it sends its last
 # completions, its reads bounded by the grace) before it is killed.
 FLUSH_S = 1.0
+# How long the stop waits for a dead child's jobs to be ended (its reader: a child is
+# gone within REAP_S of its kill; ending its jobs takes round trips, an outage's too).
+READER_JOIN_S = 60.0
 STEADY_S = 30.0  # a child that lived this long was no crash loop: restarts are quick again
 _STOPS = {"TimeLimitExceeded": TimeLimitExceeded, "Cancelled": Cancelled}
 
@@ -255,7 +258,11 @@ class Supervisor:
         self._kill([sub for sub in flushing if sub.alive()], "still ending their jobs")
         for sub in self._subworkers:
             if sub.reader is not None:
-                sub.reader.join()  # their jobs ended (_ended)
+                sub.reader.join(READER_JOIN_S)  # their jobs ended (_ended)
+                if sub.reader.is_alive():
+                    logger.error("child worker %d (pid %s): its jobs not ended after %gs; "
+                                 "stopping without them (their leases run out)", sub.number,
+                                 sub.pid, READER_JOIN_S)  # fmt: skip
         return end
 
     def _wait_for_children(self, end: float) -> bool:
