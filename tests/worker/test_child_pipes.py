@@ -1,5 +1,5 @@
-"""A child's pipes are closed once, by its reader, whatever ends the child; its end is
-its exit, not its pipe's EOF.
+"""A child's pipes are closed once, by its reader, whatever ends the child; the child
+outlives the thread that asked for it, and its end is its exit, not its pipe's EOF.
 
 The reader thread is the one blocked on the child's pipe. When ``close`` also closed the
 pipes, the two raced once the killed child's EOF woke the reader: a pipe closed twice
@@ -78,6 +78,28 @@ def test_closing_a_child_leaves_the_pipes_to_its_reader():
 
 def test_a_child_never_started_closes_quietly():
     Child(f"{__name__}:echo").close()
+
+
+def test_a_child_started_by_a_thread_that_exits_lives_on(tmp_path):
+    """PR_SET_PDEATHSIG kills a child when the *thread* that forked it exits: the solo
+    child, started by whichever executor thread needed it first, was killed when that
+    thread ended (an abandoned one does), with the job running in it."""
+    child = Child(f"{__name__}:nap_or_fork")
+    started = tmp_path / "started"
+    got: list = []
+
+    def ask() -> None:  # send the job, and end once it runs (the child is set up)
+        child.run(("q", "j1", 1), claimed(nap=1, started=str(started)), got.append)
+        wait_until(started.exists, timeout=20)
+
+    asker = threading.Thread(target=ask)
+    try:
+        asker.start()
+        asker.join()
+        wait_until(lambda: got, timeout=10)
+        assert got == [Success("null")]
+    finally:
+        child.close()
 
 
 @pytest.mark.skipif(not Path("/proc/self").exists(), reason="reads /proc")

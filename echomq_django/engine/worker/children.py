@@ -35,6 +35,7 @@ import ctypes
 import dataclasses
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -44,12 +45,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from ..jobs import Claimed, Job
 from ..outcome import Failure, Outcome, Success
 
 Key = tuple[str, str, int]  # (queue, job id, token): one lease
+T = TypeVar("T")
 _CHILD_MODULE = f"{__package__}.child"  # what a child process runs (python -m)
 
 
@@ -134,9 +136,15 @@ class Child:
         # The child imports what this process can: its sys.path (a manage.py's folder is
         # on it only as the script's own) goes along.
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        popen = subprocess.Popen(
-            argv, pass_fds=fds, stdin=subprocess.DEVNULL, close_fds=True, env=env, **NEW_GROUP
-        )
+        # Started by the starter thread, never by the caller's: PR_SET_PDEATHSIG fires
+        # when the *thread* that forked the child exits, and the caller may be an
+        # executor thread that exits (one abandoned past a time limit, say).
+        popen = _starter.call(
+            lambda: subprocess.Popen(
+                argv, pass_fds=fds, stdin=subprocess.DEVNULL, close_fds=True, env=env,
+                **NEW_GROUP,
+            )
+        )  # fmt: skip
         theirs.close()
         their_stops.close()
         self._process = process = _Process(
@@ -246,6 +254,48 @@ class Exited:
             if self._popen.poll() is not None:  # all it wrote is in the pipe by now
                 self._drain_end = time.monotonic() + DRAIN_S
         return time.monotonic() < self._drain_end and self._conn.poll(0)
+
+
+class _Starter:
+    """A thread that lives as long as the process, which starts the children:
+    ``PR_SET_PDEATHSIG`` (``child.die_with_parent``) kills a child when the thread
+    that forked it exits, not the process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: queue.SimpleQueue[tuple[Callable[[], Any], list[Any], threading.Event]]
+        self._calls = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def call(self, start: Callable[[], T]) -> T:
+        """``start()`` called in the starter thread; its result, or its exception."""
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._serve, name="echomq-child-starter", daemon=True
+                )
+                self._thread.start()
+        answer: list[Any] = []
+        done = threading.Event()
+        self._calls.put((start, answer, done))
+        done.wait()
+        result, error = answer
+        if error is not None:
+            raise error
+        return cast(T, result)
+
+    def _serve(self) -> None:
+        while True:
+            start, answer, done = self._calls.get()
+            try:
+                answer[:] = [start(), None]
+            except BaseException as exc:  # the caller's to handle
+                answer[:] = [None, exc]
+            finally:
+                done.set()
+
+
+_starter = _Starter()
 
 
 def raise_in_thread(thread_id: int, exc: type[BaseException] | None) -> bool:

@@ -94,7 +94,9 @@ class Subworker:
         # The child imports what this process can: its sys.path (a manage.py's folder is
         # on it only as the script's own) goes along.
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        # In a group of its own, which every kill of it kills (kill_group).
+        # In a group of its own, which every kill of it kills (kill_group). Started by the
+        # supervisor's main loop alone (Supervisor.run): the child dies when the thread
+        # that forked it exits (PR_SET_PDEATHSIG), so never from a thread that may end.
         self.popen = subprocess.Popen(
             argv, pass_fds=fds, stdin=subprocess.DEVNULL, close_fds=True, env=env, **NEW_GROUP
         )

@@ -142,6 +142,9 @@ class Supervisor:
         return [le.claimed.id for sub in self._subworkers for le in sub.running()]
 
     def run(self) -> WorkerStats:
+        # Children are started (and restarted: _restart_the_dead) by this thread alone,
+        # which lives as long as the supervisor: a child dies when the thread that
+        # forked it exits (PR_SET_PDEATHSIG), not only with this process.
         for sub in self._subworkers:
             sub.start()
         self._keeper.start()
