@@ -7,10 +7,12 @@ Nothing of Django is imported: the engine's Worker and Reaper are built here dir
 so a process test sees the engine's behaviour, not the management commands'.
 
 The worker's handler reads the payload as ``{"sleep": seconds, "fail": bool, "crash":
-code, "gil": seconds, "log": path, "run": seconds, "fork": seconds, "pids": path}``: it exits its process at once with ``crash``, holds the GIL in one C call for
+code, "gil": seconds, "log": path, "run": seconds, "fork": seconds, "pids": path, "term":
+true}``: it exits its process at once with ``crash``, holds the GIL in one C call for
 ``gil`` seconds, writes a side log (start, a tick every 20 ms for ``run`` seconds,
 end) to ``log``, forks a process that sleeps ``fork`` seconds (its pid written to
-``pids``) and waits for it, sleeps, then fails or returns the pid that ran it. SIGTERM/SIGINT stop it gracefully (``runworker``'s
+``pids``) and waits for it, SIGTERMs a process and a fork it starts (``term``),
+sleeps, then fails or returns the pid that ran it. SIGTERM/SIGINT stop it gracefully (``runworker``'s
 helper, which also exits at once on a second signal, lives in the Django layer, and the
 engine has none). On exit the worker writes its WorkerStats as JSON to ``--stats``.
 """
@@ -24,6 +26,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -63,6 +66,8 @@ def handler(claimed: Claimed) -> Outcome:
         _run_logged(spec, claimed)
     if spec.get("fork"):  # a task that forks: its fork sleeps, the task waits for it
         return Success(json.dumps({"waited": fork_and_wait(float(spec["fork"]), spec["pids"])}))
+    if spec.get("term"):  # a task that stops the processes it started with SIGTERM
+        return Success(json.dumps({"terminated": terminate_children()}))
     time.sleep(float(spec.get("sleep", 0)))
     if spec.get("fail"):
         raise RuntimeError("asked to fail")
@@ -79,6 +84,49 @@ def fork_and_wait(seconds: float, pids: str) -> int:
     with open(pids, "a") as f:
         f.write(f"{pid}\n")
     return os.waitpid(pid, 0)[1]
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rpartition(")")[2].split()[0]
+
+
+def terminate_children() -> list[object]:
+    """Start ``sleep`` and a fork, SIGTERM both: how each ended (-15: by the SIGTERM)."""
+    ended: list[object] = []
+    sleep = subprocess.Popen(["sleep", "30"])
+    sleep.terminate()
+    try:
+        ended.append(sleep.wait(3))
+    except subprocess.TimeoutExpired:
+        sleep.kill()
+        sleep.wait()
+        ended.append("ignored")
+    ready, up = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # up once Python is (a signal before that is lost, with any fork)
+        os.write(up, b".")
+        time.sleep(30)
+        os._exit(0)
+    os.read(ready, 1)
+    os.close(ready)
+    os.close(up)
+    # Asleep: a fork made by a thread other than the main one sees a signal that comes
+    # while it runs Python code only at its next interrupted call (CPython).
+    deadline = time.monotonic() + 3
+    while _state(pid) != "S" and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 3
+    while (status := os.waitpid(pid, os.WNOHANG)[1]) == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if status == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        ended.append("ignored")
+    else:
+        ended.append(-os.WTERMSIG(status) if os.WIFSIGNALED(status) else status)
+    return ended
 
 
 def setup(url: str) -> tuple[Jobs, Callable[[Claimed], Outcome]]:

@@ -4,7 +4,8 @@ Real worker processes (the engine's, ``engine_proc``), real forks, real signals.
 test failed on the worker before it: the supervisor learnt of a child's death only at
 the EOF of its reports, which a task's fork held open (a time-limit kill went unnoticed,
 a SIGTERM's stop waited for the fork); a child was killed alone, its task's processes
-ran on (beside the job's next run), also after a SIGKILL of the supervisor.
+ran on (beside the job's next run), also after a SIGKILL of the supervisor; and a
+child's SIGTERM, ignored, was ignored by every process its tasks started.
 """
 
 from __future__ import annotations
@@ -111,3 +112,17 @@ def test_what_a_task_started_dies_with_a_sigkilled_worker(
     assert parent(parent(fork)) == worker.pid  # the task ran in a child of the worker
     worker.kill()
     wait_until(lambda: gone(fork), timeout=5)
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_the_processes_a_task_starts_obey_sigterm(valkey_jobs, valkey_url, spawn, mode):
+    """A child ignored SIGTERM with SIG_IGN, which exec keeps: `Popen.terminate()` in a
+    task did nothing in process mode (and in a solo child)."""
+    jobs = valkey_jobs
+    job_id = jobs.enqueue("q", job(term=True)).id
+    if mode == "threads":
+        solo(jobs, job_id)
+    extra = ["--processes", "1"] if mode == "processes" else []
+    spawn("worker", valkey_url, "q", *extra)
+    wait_until(lambda: jobs.get("q", job_id).state == "completed", timeout=20)
+    assert json.loads(jobs.get("q", job_id).result) == {"terminated": [-15, -15]}

@@ -98,14 +98,31 @@ def _guard_group() -> None:
         os._exit(0)
 
 
+def ignore_stop_signals() -> None:
+    """SIGINT and SIGTERM do nothing in this process: stopping it is its parent's decision.
+
+    By a handler, never ``SIG_IGN``: an ignored signal stays ignored across exec, so
+    every process a task starts would ignore SIGTERM (``Popen.terminate()`` would do
+    nothing); a handler is reset to the default there. A fork of this process (a
+    task's ``os.fork``, multiprocessing's "fork") gets the default as well."""
+    me = os.getpid()
+
+    def handle(signum: int, frame: object) -> None:
+        if os.getpid() != me:  # a fork made by a task: the signal's default action
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGINT, handle)
+    signal.signal(signal.SIGTERM, handle)
+
+
 def _child_main(
     runs: Connection, stops: Connection, handler: Any, initializer: Any, parent: int
 ) -> None:
     """The child: a thread serves ``run`` messages and this one ``stop`` messages,
     until the parent closes the pipes."""
     die_with_parent(parent)  # first: it forks the group's guard (no thread may run yet)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ignore_stop_signals()
     if initializer:
         resolve(initializer)()
     serving = _Serving(runs, resolve(handler))

@@ -25,7 +25,9 @@ of it kills the group: what its task started there dies with the run. A child di
 with its parent (``PR_SET_PDEATHSIG`` on Linux; a watch on the parent's pid
 elsewhere), and a guard process in its group kills the group once the child is gone:
 a killed worker never leaves a task running that the reaper then hands to another
-worker. Children ignore SIGINT and SIGTERM: stopping them is the parent's decision.
+worker. Children do nothing on SIGINT and SIGTERM: stopping them is the parent's
+decision (by a handler, not ``SIG_IGN``, so the processes a task starts get the
+default actions).
 """
 
 from __future__ import annotations

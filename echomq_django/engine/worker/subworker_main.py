@@ -9,8 +9,9 @@ leases go out on the second (``link.py``), its runs are written on the board
 completes its jobs itself; the supervisor keeps their leases.
 
 Like every child, it runs in a process group of its own, which every kill of it
-kills (so whatever its tasks started there dies with it), ignores SIGINT and SIGTERM
-(stopping is the supervisor's decision), and dies with its parent, its group with it.
+kills (so whatever its tasks started there dies with it), does nothing on SIGINT and
+SIGTERM (stopping is the supervisor's decision; by a handler, so the processes its
+tasks start get the default), and dies with its parent, its group with it.
 And with its parent's renewals: a supervisor frozen (SIGSTOP, a cgroup freezer,
 swapping) or cut from the server renews its leases no more, and the reaper would hand
 its jobs to another worker while they still run here. So a watch thread reads until
@@ -24,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -33,7 +33,7 @@ from typing import Any
 
 from ..errors import Cancelled, TimeLimitExceeded
 from .board import Board
-from .child import die_with_parent, resolve
+from .child import die_with_parent, ignore_stop_signals, resolve
 from .config import SWITCH_INTERVAL_S, WorkerConfig
 from .link import Link, receive
 from .worker import Worker
@@ -77,8 +77,7 @@ def _watch(link: Link) -> None:
 def main(argv: list[str]) -> int:
     orders_fd, reports_fd, board_fd, threads, capacity, parent = map(int, argv)
     die_with_parent(parent)  # first: it forks the group's guard (no thread may run yet)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    ignore_stop_signals()
     sys.setswitchinterval(SWITCH_INTERVAL_S)  # this process is the worker's own
     orders = Connection(orders_fd)
     kind, order = receive(orders)
