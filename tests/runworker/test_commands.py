@@ -157,10 +157,14 @@ def test_a_worker_started_with_sigint_ignored_keeps_it_so_and_stops_on_sighup(
     like SIGTERM, said in the log, not a silent death."""
     started = tmp_path / "started"
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by the child
+    # ... and SIGHUP as a terminal leaves it: a suite started with nohup ignores it, and
+    # the worker would keep that ignore too (as it should, under nohup).
+    hup_before = signal.signal(signal.SIGHUP, signal.SIG_DFL)
     try:
         worker = spawn("runworker", valkey_url, "slow", "--grace", "5")
     finally:
         signal.signal(signal.SIGINT, before)
+        signal.signal(signal.SIGHUP, hup_before)
     result = tasks.nap.enqueue(0.3, str(started))
     wait_until(started.exists, timeout=15)
     worker.send(signal.SIGINT)
