@@ -32,9 +32,6 @@ tasks module is imported. The engine (``conf.get_jobs()``) is reached on first
 enqueue or read.
 """
 
-# Over ~400 lines: the task options moved to options.py; the backend's enqueue paths (at once,
-# on commit, outbox) and its result reads remain here (issue 18).
-
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
