@@ -10,28 +10,10 @@ import pytest
 from django.db import transaction
 
 from echomq_django import conf
-from echomq_django.compat import TaskResultStatus, task_enqueued
+from echomq_django.compat import TaskResultStatus
 from tests.django import tasks
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def receivers():
-    """A receiver that raises, then one that records the ids it was sent."""
-    seen: list[str] = []
-
-    def broken(sender, task_result, **kwargs):
-        raise RuntimeError("receiver bug")
-
-    def record(sender, task_result, **kwargs):
-        seen.append(task_result.id)
-
-    task_enqueued.connect(broken)
-    task_enqueued.connect(record)
-    yield seen
-    task_enqueued.disconnect(broken)
-    task_enqueued.disconnect(record)
 
 
 @pytest.fixture
@@ -43,7 +25,7 @@ def on_commit(echomq, settings):
 
 @pytest.mark.django_db(transaction=True)
 def test_on_commit_every_job_of_the_transaction_is_stored_and_signalled(
-    on_commit, receivers, caplog
+    on_commit, enqueued_past_a_broken_receiver, caplog
 ):
     """Before, the first job's callback raised and Django ran none of the others."""
     with caplog.at_level(logging.ERROR, "echomq.enqueue"), transaction.atomic():
@@ -51,23 +33,28 @@ def test_on_commit_every_job_of_the_transaction_is_stored_and_signalled(
     for result in (first, second):
         assert tasks.add.get_result(result.id).status == TaskResultStatus.READY
         assert result.enqueued_at is not None
-    assert receivers == [first.id, second.id]
+    assert enqueued_past_a_broken_receiver == [first.id, second.id]
     logged = [r for r in caplog.records if r.name == "echomq.enqueue"]
     assert [r.exc_info[1].args for r in logged] == [("receiver bug",)] * 2
     assert first.id in logged[0].getMessage()
 
 
-def test_enqueue_many_hands_back_every_result_each_signalled(echomq, jobs, receivers):
+def test_enqueue_many_hands_back_every_result_each_signalled(
+    echomq, jobs, enqueued_past_a_broken_receiver
+):
     results = tasks.add.get_backend().enqueue_many(tasks.add, [((i, i), {}) for i in range(3)])
-    assert receivers == [r.id for r in results]
+    assert enqueued_past_a_broken_receiver == [r.id for r in results]
     assert all(r.enqueued_at is not None for r in results)
     assert jobs.stats("default").counts["pending"] == 3
 
 
-def test_a_direct_enqueue_returns_its_stored_job(echomq, jobs, receivers):
+def test_a_direct_enqueue_returns_its_stored_job(echomq, jobs, enqueued_past_a_broken_receiver):
     """Raised, the error told the caller the enqueue failed though the job was stored."""
     result = tasks.add.enqueue(1, 2)
-    assert receivers == [result.id] and jobs.get("default", result.id).state == "pending"
+    assert (
+        enqueued_past_a_broken_receiver == [result.id]
+        and jobs.get("default", result.id).state == "pending"
+    )
 
 
 @pytest.mark.django_db(transaction=True)

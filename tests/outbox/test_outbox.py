@@ -120,26 +120,15 @@ def test_task_enqueued_fires_at_the_commit(echomq):
         task_enqueued.disconnect(receiver)
 
 
-def test_a_raising_task_enqueued_receiver_stops_no_other_commit_callback(echomq):
+def test_a_raising_task_enqueued_receiver_stops_no_other_commit_callback(
+    echomq, enqueued_past_a_broken_receiver
+):
     """Raised from the outbox's on-commit callback, it stopped Django's later callbacks."""
-    seen, later = [], []
-
-    def broken(sender, task_result, **kwargs):
-        raise RuntimeError("receiver bug")
-
-    def record(sender, task_result, **kwargs):
-        seen.append(task_result.id)
-
-    task_enqueued.connect(broken)
-    task_enqueued.connect(record)
-    try:
-        with transaction.atomic():
-            first, second = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
-            transaction.on_commit(lambda: later.append("ran"))
-    finally:
-        task_enqueued.disconnect(broken)
-        task_enqueued.disconnect(record)
-    assert seen == [first.id, second.id] and later == ["ran"]
+    later = []
+    with transaction.atomic():
+        first, second = tasks.add.enqueue(1, 1), tasks.add.enqueue(2, 2)
+        transaction.on_commit(lambda: later.append("ran"))
+    assert enqueued_past_a_broken_receiver == [first.id, second.id] and later == ["ran"]
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,8 @@ spawn        spawn("worker" | "reaper" | "runworker" | "runreaper", url, *args) 
              killed at teardown if still alive
 valkey_url   the session Valkey, flushed: process tests run on one server kind to stay fast
 valkey_jobs  the engine API on ``valkey_url``
+enqueued_past_a_broken_receiver  the ids task_enqueued was sent for, to a receiver
+             connected after one that raises
 
 A folder's conftest.py may define a fixture of the same name for its own tests
 (tests/cli and tests/outbox have their own ``echomq``).
@@ -63,3 +65,24 @@ def valkey_jobs(valkey_url: str) -> Iterator[Jobs]:
     connector = Connector.from_url(valkey_url)
     yield Jobs(connector)
     connector.close()
+
+
+@pytest.fixture
+def enqueued_past_a_broken_receiver() -> Iterator[list[str]]:
+    """A task_enqueued receiver that raises, then one that records the ids it is sent:
+    a receiver's error must cost no job and no other receiver its signal."""
+    from echomq_django.compat import task_enqueued
+
+    seen: list[str] = []
+
+    def broken(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        raise RuntimeError("receiver bug")
+
+    def record(sender: Any, task_result: Any, **kwargs: Any) -> None:
+        seen.append(task_result.id)
+
+    task_enqueued.connect(broken)
+    task_enqueued.connect(record)
+    yield seen
+    task_enqueued.disconnect(broken)
+    task_enqueued.disconnect(record)
