@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core import checks
 
-from .engine.schedules import InvalidCron, UnknownTimeZone
+from .engine.timing import InvalidCron, UnknownTimeZone
 from .exceptions import MalformedSchedules, UnknownScheduleTask
 from .schedules import problems
 

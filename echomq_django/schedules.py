@@ -50,7 +50,8 @@ from .backends import EchoMQBackend
 from .compat import AnyTask, InvalidTask, Task, task_backends
 from .discovery import discover_tasks, resolve_task
 from .engine.errors import InvalidSchedule
-from .engine.schedules import DEFAULT_GRACE_MS, EVERY_RULE, MAX_EVERY_MS, MIN_EVERY_MS, Schedule
+from .engine.schedules import DEFAULT_GRACE_MS, Schedule
+from .engine.timing import EVERY_RULE, MAX_EVERY_MS, MIN_EVERY_MS
 from .exceptions import MalformedSchedules, PayloadError, UnknownScheduleTask
 from .options import duration_ms
 from .payload import encode_arguments

@@ -24,15 +24,9 @@ from .connector import Call
 from .errors import EchoMQError, InvalidSchedule, ServerUnavailable
 from .jobs import Jobs
 from .keyspace import QueueKeys, new_job_id, validate_schedule_name
-from .schedules import (
-    MAX_MS,
-    Schedule,
-    UnreadableSchedule,
-    plan,
-    stored_number,
-    stored_timing,
-)
+from .schedules import Schedule, UnreadableSchedule, stored_number, stored_timing
 from .stored_schedule import StoredSchedule, stored_records
+from .timing import MAX_MS, plan
 
 logger = logging.getLogger("echomq.scheduler")
 

@@ -11,14 +11,8 @@ from typing import Any
 
 from .errors import InvalidSchedule
 from .keyspace import validate_schedule_name
-from .schedules import (
-    INT64_MAX,
-    MAX_EVERY_MS,
-    MAX_MS,
-    UnreadableSchedule,
-    stored_number,
-    stored_timing,
-)
+from .schedules import INT64_MAX, UnreadableSchedule, stored_number, stored_timing
+from .timing import MAX_EVERY_MS, MAX_MS
 
 # The most each stored number may be; any other field is a count (at most INT64_MAX).
 HIGHEST = {"next_ms": MAX_MS, "last_tick": MAX_MS, "last_fired_at": MAX_MS * 1000,

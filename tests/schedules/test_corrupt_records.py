@@ -22,7 +22,8 @@ from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.reaper import Reaper
 from echomq_django.engine.scheduler import Scheduler
-from echomq_django.engine.schedules import MAX_MS, Schedule
+from echomq_django.engine.schedules import Schedule
+from echomq_django.engine.timing import MAX_MS
 from echomq_django.metrics import exposition
 from tests.support import procs
 from tests.support.waiting import wait_until

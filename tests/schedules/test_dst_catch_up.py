@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from echomq_django.engine.schedules import CATCH_UP_MAX, Timing, plan
+from echomq_django.engine.timing import CATCH_UP_MAX, Timing, plan
 
 GRACE_MS = 60_000
 LATENESS_MS = range(0, 181 * 60_000, 7 * 60_000)  # 0 to 3 h late, by 7 min

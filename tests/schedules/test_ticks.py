@@ -13,14 +13,8 @@ from hypothesis import strategies as st
 
 from echomq_django.engine.errors import InvalidSchedule
 from echomq_django.engine.jobs import NewJob
-from echomq_django.engine.schedules import (
-    CATCH_UP_MAX,
-    InvalidCron,
-    Schedule,
-    Timing,
-    UnknownTimeZone,
-    plan,
-)
+from echomq_django.engine.schedules import Schedule
+from echomq_django.engine.timing import CATCH_UP_MAX, InvalidCron, Timing, UnknownTimeZone, plan
 
 PARIS = ZoneInfo("Europe/Paris")
 
