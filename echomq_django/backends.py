@@ -45,6 +45,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from . import conf, outbox, tracing
+from .backend_checks import configuration_problems
 from .compat import (
     AnyTask,
     AnyTaskResult,
@@ -72,10 +73,7 @@ R = TypeVar("R")
 K = TypeVar("K")
 V = TypeVar("V")
 
-OTHER_OPTIONS = ("ENQUEUE_ON_COMMIT", "TASK_MODULES", "RATE_LIMITS")
 OPTIONS_MEMO_SIZE = 1024  # Tasks remembered per backend (options, and that they are valid)
-# Every key TASKS OPTIONS may hold: others are the system check error echomq.E004.
-KNOWN_OPTIONS = frozenset({o.upper() for o in JOB_OPTIONS} | set(OTHER_OPTIONS))
 
 
 class EchoMQBackend(BaseTaskBackend):
@@ -96,7 +94,7 @@ class EchoMQBackend(BaseTaskBackend):
         )
         # A bad TASKS entry must not crash imports of tasks modules or `manage.py
         # check` itself: the problems are reported by check() and raised on enqueue.
-        self.problems = self.configuration_problems()
+        self.problems = configuration_problems(self.alias, self.options, self.queues)
         self._options: dict[AnyTask, JobOptions] = {}
         self.queue_rates: dict[str, RateLimit] = {}
         self._valid: dict[tuple[AnyTask, bool], bool] = {}
@@ -107,52 +105,6 @@ class EchoMQBackend(BaseTaskBackend):
                 {name: self.options.get(name.upper()) for name in JOB_OPTIONS}
             ).over(self.job_options)
             self.queue_rates = queue_rate_limits(self.options.get("RATE_LIMITS"))
-
-    def configuration_problems(self) -> list[checks.Error]:
-        """What is wrong with this TASKS entry, as system-check errors."""
-        where = f"settings.TASKS[{self.alias!r}]"
-        unknown = sorted(set(self.options) - KNOWN_OPTIONS, key=str)
-        if unknown:
-            return [
-                checks.Error(
-                    f"{where}['OPTIONS'] has unknown options: {', '.join(map(repr, unknown))}.",
-                    hint=f"Options of the EchoMQ backend: {', '.join(sorted(KNOWN_OPTIONS))}.",
-                    id="echomq.E004",
-                )
-            ]
-        problems = []
-        for queue in sorted(self.queues, key=str):
-            try:
-                validate_queue_name(queue)
-            except ValueError as exc:
-                problems.append(
-                    checks.Error(
-                        f"{where}['QUEUES']: {exc}.",
-                        hint="Queue names become part of server keys: letters, digits, "
-                        "'.', '_' and '-', at most 100 characters.",
-                        id="echomq.E005",
-                    )
-                )
-        if problem := conf.enqueue_on_commit_problem(self.options.get("ENQUEUE_ON_COMMIT", False)):
-            problems.append(checks.Error(f"{where}['OPTIONS']: {problem}.", id="echomq.E006"))
-        if problem := conf.task_modules_problem(self.options.get("TASK_MODULES", [])):
-            problems.append(checks.Error(f"{where}['OPTIONS']: {problem}.", id="echomq.E006"))
-        try:
-            JobOptions.parse({name: self.options.get(name.upper()) for name in JOB_OPTIONS})
-        except ValueError as exc:
-            problems.append(
-                checks.Error(
-                    f"{where}['OPTIONS']: {exc}.",
-                    hint="Durations are seconds (or timedelta); BACKOFF may also be a callable "
-                    "(exception, task_result) -> seconds | None; MAX_ATTEMPTS is at least 1.",
-                    id="echomq.E006",
-                )
-            )
-        try:
-            queue_rate_limits(self.options.get("RATE_LIMITS"))
-        except ValueError as exc:
-            problems.append(checks.Error(f"{where}['OPTIONS']: {exc}.", id="echomq.E006"))
-        return problems
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         return [*super().check(**kwargs), *self.problems]

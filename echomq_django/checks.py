@@ -12,7 +12,7 @@ Configuration (run by every ``manage.py`` command that runs checks)::
     echomq.W003  the ECHOMQ URL holds a secret that Django's error reports would show
 
 Each TASKS entry of the EchoMQ backend is checked by the backend itself
-(``EchoMQBackend.check``, run by Django's tasks check): echomq.E004 unknown
+(``EchoMQBackend.check`` with ``backend_checks.py``, run by Django's tasks check): echomq.E004 unknown
 OPTIONS keys, echomq.E005 invalid QUEUES, echomq.E006 bad option values.
 
 The reachability probe is a warning, not an error: a web process whose queue
@@ -52,7 +52,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
         ]
     messages = [*_unknown_keys(raw), *_url_messages(raw), *_durability_messages()]
-    messages += _queue_messages(raw.get("QUEUES", ["default"]), "settings.ECHOMQ['QUEUES']")
+    messages += queue_messages(raw.get("QUEUES", ["default"]), "settings.ECHOMQ['QUEUES']")
     return messages
 
 
@@ -147,7 +147,7 @@ def _durability_messages() -> list[checks.CheckMessage]:
     return []
 
 
-def _queue_messages(queues: object, where: str) -> list[checks.CheckMessage]:
+def queue_messages(queues: object, where: str) -> list[checks.CheckMessage]:
     if isinstance(queues, str) or not isinstance(queues, Iterable):
         return [
             checks.Error(
