@@ -5,7 +5,9 @@ through the real claim script, runs it through :func:`echomq_django.execution.ex
 (the worker's path: signals, result, the task's retry rule) and records the outcome
 through the real complete / retry scripts. Nothing is mocked, so what a test sees
 (the TaskResult, the rows, the admin) is what production does. Being in the test's
-thread, it sees the test's uncommitted rows: plain ``django_db`` is enough.
+thread, it sees the test's uncommitted rows: plain ``django_db`` is enough; each
+job runs under a savepoint, so a task's failed SQL does not doom the test's
+transaction (``savepoints``).
 
 What it does not do: time limits (a run is a plain call), cancelling a running job,
 and lease renewal (a claim here holds its job for an hour).
@@ -32,6 +34,7 @@ from ..engine.worker.lease import Lease
 from ..payload import Payload
 from ..relay import relay_for
 from ..results import from_server_us, parse_run_after
+from .savepoints import job_savepoints
 
 WAITING = ("pending", "scheduled")
 DRAIN_LIMIT = 10_000  # jobs one drain() runs at most unless told: a task that re-enqueues itself
@@ -246,7 +249,8 @@ class TestQueues:
         """The worker's handling of one claimed job, in this thread."""
         lease.begin_run(self.worker_id)
         claimed = lease.claimed
-        outcome = execution.execute(claimed)
+        with job_savepoints():
+            outcome = execution.execute(claimed)
         ran_us = lease.ran_us()
         job = claimed.job
         task = job.task if job else ""

@@ -25,9 +25,9 @@ import pytest
 
 from echomq_django import conf
 from tests.django import settings as django_test_settings
+from tests.support.postgresql import admin_connection_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
-PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 
 OUTBOX_TASKS = {
     "default": {
@@ -81,14 +81,7 @@ class Database:
 
 
 def _postgresql(request) -> Iterator[Database]:
-    try:
-        import psycopg
-    except ImportError as exc:
-        pytest.skip(f"psycopg is not installed ({exc}): pip install -r requirements-dev.txt")
-    try:
-        admin = psycopg.connect(PG_ADMIN, autocommit=True)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL server answers on 127.0.0.1:5432 as user postgres: {exc}")
+    admin = admin_connection_or_skip()
     name = f"echomq_outbox_test_{os.getpid()}_{secrets.token_hex(3)}"
     admin.execute(f'CREATE DATABASE "{name}"')
     try:

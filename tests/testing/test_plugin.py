@@ -4,6 +4,7 @@ subprocess (``-p echomq_django.testing.plugin``, as the ``pytest11`` entry point
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import sys
 import tomllib
@@ -12,11 +13,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.support.postgresql import admin_connection_or_skip
 from tests.testing.conftest import DEV_DB, TEST_DB
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = Path(__file__).resolve().parent / "userproject"
-USER_TESTS = 13  # the tests in userproject/shop_tests
+USER_TESTS = 14  # the tests in userproject/shop_tests
 
 
 def run_user_suite(
@@ -58,6 +60,16 @@ def test_the_users_suite_passes_on_ECHOMQ_TEST_URL_and_leaves_it_flushed(dev_ser
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{USER_TESTS} passed" in proc.stdout
     assert redis.Redis.from_url(f"{url}/{TEST_DB}").dbsize() == 0
+
+
+def test_the_users_suite_passes_on_postgresql(dev_server):
+    """Where a failed statement aborts the test's transaction (drain() runs jobs in it)."""
+    admin_connection_or_skip().close()
+    url, _ = dev_server
+    name = f"echomq_shop_{os.getpid()}_{secrets.token_hex(3)}"
+    proc = run_user_suite(f"{url}/{DEV_DB}", None, SHOP_POSTGRESQL_NAME=name)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{USER_TESTS} passed" in proc.stdout
 
 
 def test_parallel_workers_get_a_database_each(dev_server):

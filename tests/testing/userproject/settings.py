@@ -13,6 +13,14 @@ INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "echomq_
 if django.VERSION < (6, 0):
     INSTALLED_APPS.append("django_tasks")
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+if os.environ.get("SHOP_POSTGRESQL_NAME"):  # the same suite on PostgreSQL (test_plugin.py)
+    DATABASES["default"] = {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": os.environ["SHOP_POSTGRESQL_NAME"],  # pytest-django makes test_<NAME>
+        "USER": "postgres",
+        "HOST": "127.0.0.1",
+        "PORT": "5432",
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
 
 # The "dev server": the plugin's tests must neither see nor touch the jobs on it.

@@ -1,5 +1,6 @@
 from datetime import timedelta
 
+from django.db import DatabaseError, IntegrityError, connection
 from django.db.models import F
 
 from echomq_django.compat import task
@@ -36,6 +37,33 @@ def charge(order_id: int, fail_times: int) -> int:
     if tries <= fail_times:
         raise CardDeclined(f"try {tries}")
     return tries
+
+
+@task(max_attempts=1)
+def register(order_id: int) -> None:
+    """Inserts a row whose key is taken: the database refuses the statement."""
+    Order.objects.create(pk=order_id, email="taken@example.com")
+
+
+@task
+def register_quietly(order_id: int) -> str:
+    """Swallows the refusal, as code that works under a worker's autocommit may."""
+    try:
+        Order.objects.create(pk=order_id, email="taken@example.com")
+    except IntegrityError:
+        return "taken"
+    return "registered"
+
+
+@task
+def divide_quietly() -> str:
+    """Raw SQL refused, and caught: PostgreSQL aborts the transaction (SQLite answers NULL)."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1 / 0")
+    except DatabaseError:
+        return "refused"
+    return "answered"
 
 
 @task

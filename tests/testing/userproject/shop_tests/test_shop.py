@@ -5,7 +5,16 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 from shop.models import Order
-from shop.tasks import broken, charge, cleanup, notify, send_receipt
+from shop.tasks import (
+    broken,
+    charge,
+    cleanup,
+    divide_quietly,
+    notify,
+    register,
+    register_quietly,
+    send_receipt,
+)
 
 from echomq_django.compat import TaskResultStatus
 
@@ -66,6 +75,27 @@ def test_a_failing_task_is_failed_and_reraise_brings_its_exception(echomq):
     with pytest.raises(ValueError, match="broken on purpose"):
         echomq.drain(reraise=True)
     echomq.assert_empty()  # its attempt was recorded before the exception came up
+
+
+def test_a_tasks_failed_sql_leaves_the_tests_transaction_usable(echomq):
+    """On PostgreSQL a refused statement aborts the transaction it is in, here the
+    test's own: drain() keeps it to the job that sent it, as a worker's autocommit does."""
+    order = Order.objects.create(email="a@example.com")
+    register.enqueue(order.pk)
+    register_quietly.enqueue(order.pk)
+    divide_quietly.enqueue()
+    send_receipt.enqueue(order.pk)
+    ran = echomq.drain()
+    assert [(r.task, r.outcome) for r in ran] == [
+        ("shop.tasks.register", "dead"),
+        ("shop.tasks.register_quietly", "completed"),
+        ("shop.tasks.divide_quietly", "completed"),
+        ("shop.tasks.send_receipt", "completed"),
+    ]
+    assert ran[0].error.startswith("IntegrityError")
+    order.refresh_from_db()
+    assert order.receipt_sent  # the job after them ran, and its write stays
+    assert Order.objects.count() == 1
 
 
 def test_retries_with_backoff_run_at_once_with_run_due(echomq):
