@@ -60,6 +60,7 @@ from .engine.errors import InvalidJobId
 from .engine.jobs import Job, NewJob
 from .engine.keyspace import validate_job_id, validate_queue_name
 from .engine.limits import RateLimit
+from .discovery import path_problem
 from .enqueue_plan import EnqueuePlan
 from .flow import TaskFlow, queue_rate_limits
 from .options import DEFAULT_MAX_ATTEMPTS, JOB_OPTIONS, EchoMQTask, JobOptions
@@ -187,7 +188,12 @@ class EchoMQBackend(BaseTaskBackend):
         return plan
 
     def build_plan(self, task: AnyTask) -> EnqueuePlan:
-        """``InvalidJobOptions`` for a bad flow option (checked at the first enqueue)."""
+        """``InvalidJobOptions`` for a bad flow option, ``InvalidTask`` for a task no worker
+        could find by its path (both checked at the first enqueue: while ``@task`` builds
+        the Task, its module does not hold it yet)."""
+        problem = path_problem(task)
+        if problem:
+            raise InvalidTask(problem)
         choice = getattr(task, "enqueue_on_commit", None)
         return EnqueuePlan.of(
             task,

@@ -81,6 +81,23 @@ def loaded_task(path: str) -> AnyTask | None:
     return None
 
 
+def path_problem(task: AnyTask) -> str:
+    """Why no worker could ever find ``task`` by the path its rows hold ("" when one can).
+
+    A worker finds a task by its module path alone (``resolve_task``). A lambda, or a
+    function given to ``task()`` under another name (``send = task(_send)``), has a path
+    naming no Task of its function even in the process enqueuing it: each of its jobs
+    would be refused by the worker, after the enqueue had said it was stored."""
+    path = task.module_path
+    found = loaded_task(path)
+    if found is not None and found.func == task.func:
+        return ""
+    return (
+        f"{path!r} does not name this task, and a worker finds a task by that path alone: "
+        "decorate a module-level function with @task where it is defined, under its own name"
+    )
+
+
 def discover_tasks(modules: Iterable[str] = ()) -> None:
     """Import every installed app's ``tasks`` module and ``modules``, once per process."""
     wanted = {"<apps>", *modules}

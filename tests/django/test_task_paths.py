@@ -1,0 +1,40 @@
+"""A task must be found by its module path, which is all a job's row holds: one whose
+path names no Task of its function (a lambda, a renamed function) is refused at
+enqueue, before anything is stored, not accepted and then refused by every worker."""
+
+from __future__ import annotations
+
+import pytest
+
+from echomq_django.compat import InvalidTask
+from echomq_django.engine.worker import Worker
+from echomq_django.execution import execute
+from tests.django import pathless_tasks, tasks
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("name", ["deliver", "anonymous", "shadowed"])
+def test_a_task_its_path_does_not_name_is_refused_at_enqueue(echomq, jobs, name):
+    task = getattr(pathless_tasks, name)
+    with pytest.raises(InvalidTask, match="does not name this task"):
+        task.enqueue(1)
+    with pytest.raises(InvalidTask, match="does not name this task"):
+        task.using(priority=3).enqueue(1)
+    assert echomq.keys("*") == []
+
+
+def test_every_enqueue_path_refuses_it(echomq, jobs):
+    task = pathless_tasks.deliver
+    with pytest.raises(InvalidTask):
+        task.get_backend().enqueue_many(task, [((1,), {}), ((2,), {})])
+    with pytest.raises(InvalidTask):
+        pytest.importorskip("asgiref.sync").async_to_sync(task.aenqueue)(1)
+    assert echomq.keys("*") == []
+
+
+def test_a_task_found_by_its_path_runs_under_any_using(echomq, jobs):
+    result = tasks.add.using(priority=7, queue_name="emails").enqueue(2, 3)
+    Worker(jobs, ("emails",), execute, burst=True, name="w", idle_block_s=0.2).run()
+    result.refresh()
+    assert (result.status, result.return_value) == ("SUCCESSFUL", 5)
