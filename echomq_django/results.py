@@ -55,6 +55,21 @@ def parse_run_after(text: str) -> datetime | None:
         raise PayloadError(f"the row's run_after is not an ISO datetime: {text[:40]!r}") from None
 
 
+def readable_run_after(text: str) -> str:
+    """A row's run_after text as a Task here may hold it.
+
+    A naive time was written while USE_TZ was False, its due time read in TIME_ZONE
+    (``enqueue_plan.due_ms``). Under USE_TZ=True no Task may hold a naive one: it is
+    that same moment made aware, else every reader and worker would refuse the job
+    after a project (or a test) turns USE_TZ on."""
+    if not text or not settings.USE_TZ:
+        return text
+    moment = parse_run_after(text)
+    if moment is None or timezone.is_aware(moment):
+        return text
+    return timezone.make_aware(moment, timezone.get_default_timezone()).isoformat()
+
+
 def rebuild_task(job: Job, payload: Payload, modules: Iterable[str] = ()) -> AnyTask:
     """The Task as it was enqueued: the loaded task with the row's per-call values (what
     ``Task.using`` may change). ``takes_context`` is the code's, never the row's: it is
@@ -67,7 +82,7 @@ def rebuild_task(job: Job, payload: Payload, modules: Iterable[str] = ()) -> Any
         job.priority,
         job.queue,
         payload.backend,
-        job.run_after,
+        readable_run_after(job.run_after),
         payload.idempotency_key,
     )
 
