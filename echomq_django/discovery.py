@@ -86,16 +86,38 @@ def path_problem(task: AnyTask) -> str:
 
     A worker finds a task by its module path alone (``resolve_task``). A lambda, or a
     function given to ``task()`` under another name (``send = task(_send)``), has a path
-    naming no Task of its function even in the process enqueuing it: each of its jobs
-    would be refused by the worker, after the enqueue had said it was stored."""
+    naming no Task of its function even in the process enqueuing it; a task of a module
+    imported under a second name (``tasks`` beside ``shop.tasks``, when the app's folder
+    is on ``sys.path``) has a path a worker does not import. Each of their jobs would be
+    refused by every worker, after the enqueue had said it was stored."""
     path = task.module_path
     found = loaded_task(path)
-    if found is not None and found.func == task.func:
-        return ""
-    return (
-        f"{path!r} does not name this task, and a worker finds a task by that path alone: "
-        "decorate a module-level function with @task where it is defined, under its own name"
-    )
+    if found is None or found.func != task.func:
+        return (
+            f"{path!r} does not name this task, and a worker finds a task by that path "
+            "alone: decorate a module-level function with @task where it is defined, "
+            "under its own name"
+        )
+    twin = app_twin(task.func.__module__) if app_module(path) is None else None
+    if twin:
+        return (
+            f"{path!r} is in module {task.func.__module__!r}, which is also loaded as "
+            f"{twin!r} of an installed app, the name a worker imports: import the task "
+            f"from {twin!r}"
+        )
+    return ""
+
+
+def app_twin(module: str) -> str | None:
+    """The name under which an installed app's package also holds ``module``'s file, if any."""
+    file = getattr(sys.modules.get(module), "__file__", None)
+    if not file:
+        return None
+    for name, other in list(sys.modules.items()):
+        if name != module and getattr(other, "__file__", None) == file:
+            if app_module(f"{name}.task"):
+                return name
+    return None
 
 
 def discover_tasks(modules: Iterable[str] = ()) -> None:

@@ -4,12 +4,16 @@ enqueue, before anything is stored, not accepted and then refused by every worke
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+
 import pytest
 
 from echomq_django.compat import InvalidTask
 from echomq_django.engine.worker import Worker
 from echomq_django.execution import execute
 from tests.django import pathless_tasks, tasks
+from tests.django import settings as django_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -38,3 +42,30 @@ def test_a_task_found_by_its_path_runs_under_any_using(echomq, jobs):
     Worker(jobs, ("emails",), execute, burst=True, name="w", idle_block_s=0.2).run()
     result.refresh()
     assert (result.status, result.return_value) == ("SUCCESSFUL", 5)
+
+
+@pytest.fixture
+def twin_jobs(settings):
+    """``tests.django.taskapp.jobs`` (in an installed app) loaded again under a second
+    name, as when the app's folder is on sys.path too."""
+    settings.INSTALLED_APPS = django_settings.INSTALLED_APPS
+    from tests.django.taskapp import jobs
+
+    spec = importlib.util.spec_from_file_location("jobs_twin", jobs.__file__)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["jobs_twin"] = module
+    spec.loader.exec_module(module)
+    yield module
+    del sys.modules["jobs_twin"]
+
+
+def test_a_task_of_an_app_module_loaded_under_a_second_name_is_refused(echomq, twin_jobs):
+    with pytest.raises(InvalidTask, match="also loaded as 'tests.django.taskapp.jobs'"):
+        twin_jobs.add.enqueue(1, 2)
+    assert echomq.keys("*") == []
+
+
+def test_the_same_task_through_its_app_name_is_stored(echomq, twin_jobs):
+    from tests.django.taskapp import jobs
+
+    assert jobs.add.enqueue(1, 2).enqueued_at is not None
