@@ -56,11 +56,11 @@ from .compat import (
     TaskResultDoesNotExist,
     TaskResultStatus,
 )
+from .discovery import path_problem
 from .engine.errors import InvalidJobId
 from .engine.jobs import Job, NewJob
 from .engine.keyspace import validate_job_id, validate_queue_name
 from .engine.limits import RateLimit
-from .discovery import path_problem
 from .enqueue_plan import EnqueuePlan
 from .flow import TaskFlow, queue_rate_limits
 from .options import DEFAULT_MAX_ATTEMPTS, JOB_OPTIONS, EchoMQTask, JobOptions

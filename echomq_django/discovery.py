@@ -114,9 +114,9 @@ def app_twin(module: str) -> str | None:
     if not file:
         return None
     for name, other in list(sys.modules.items()):
-        if name != module and getattr(other, "__file__", None) == file:
-            if app_module(f"{name}.task"):
-                return name
+        same_file = name != module and getattr(other, "__file__", None) == file
+        if same_file and app_module(f"{name}.task"):
+            return name
     return None
 
 

@@ -20,4 +20,4 @@ def replaced(x):
 
 
 shadowed = replaced
-replaced = task(lambda x: -x)  # noqa: F811  the path of ``shadowed`` now names another Task
+replaced = task(lambda x: -x)  # the path of ``shadowed`` now names another Task

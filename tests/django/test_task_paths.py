@@ -60,7 +60,7 @@ def twin_jobs(settings):
 
 
 def test_a_task_of_an_app_module_loaded_under_a_second_name_is_refused(echomq, twin_jobs):
-    with pytest.raises(InvalidTask, match="also loaded as 'tests.django.taskapp.jobs'"):
+    with pytest.raises(InvalidTask, match=r"also loaded as 'tests\.django\.taskapp\.jobs'"):
         twin_jobs.add.enqueue(1, 2)
     assert echomq.keys("*") == []
 
