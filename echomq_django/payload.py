@@ -230,7 +230,7 @@ def encode_arguments(
     """
     if not args and not kwargs:
         return [], {}
-    if not all(name.isascii() for name in kwargs):  # a name is checked too (keyword())
+    if not all(isinstance(name, str) and name.isascii() for name in kwargs):  # keyword()
         return encode_each(args, kwargs)
     try:
         text = VALUE_ENCODER.encode([*args, *kwargs.values()])
@@ -253,7 +253,12 @@ def encode_each(args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[list[An
 
 
 def keyword(name: str) -> str:
-    """A keyword argument's name, which the payload holds as UTF-8 text too."""
+    """A keyword argument's name, which the payload holds as UTF-8 text too: a ``str``
+    (Python calls a function with text names only; JSON would turn ``1`` into ``"1"``)."""
+    if not isinstance(name, str):
+        raise InvalidTaskArguments(
+            f"keyword argument {name!r} cannot be a name: it is a {type(name).__name__}, not str"
+        )
     try:
         check_unicode(VALUE_ENCODER.encode(name), name)
     except ValueError as exc:

@@ -127,3 +127,9 @@ def test_surrogate_pairs_and_other_text_are_stored(echomq):
     result = tasks.echo.enqueue("😀", "\\ud800", émoji="😀 é")
     stored = tasks.echo.get_result(result.id)
     assert (stored.args, stored.kwargs) == (["😀", "\\ud800"], {"émoji": "😀 é"})
+
+
+@pytest.mark.parametrize("name", [1, None, ("a",), b"a"])
+def test_a_keyword_name_that_is_not_text_is_refused_naming_it(echomq, name):
+    backend = tasks.echo.get_backend()
+    refused(echomq, lambda: backend.enqueue(tasks.echo, [], {name: 1}), "cannot be a name")
