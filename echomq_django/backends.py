@@ -191,7 +191,7 @@ class EchoMQBackend(BaseTaskBackend):
         """``InvalidJobOptions`` for a bad flow option, ``InvalidTask`` for a task no worker
         could find by its path (both checked at the first enqueue: while ``@task`` builds
         the Task, its module does not hold it yet)."""
-        problem = path_problem(task)
+        problem = path_problem(task, self.task_modules)
         if problem:
             raise InvalidTask(problem)
         choice = getattr(task, "enqueue_on_commit", None)

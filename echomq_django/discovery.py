@@ -81,15 +81,16 @@ def loaded_task(path: str) -> AnyTask | None:
     return None
 
 
-def path_problem(task: AnyTask) -> str:
+def path_problem(task: AnyTask, modules: Iterable[str] = ()) -> str:
     """Why no worker could ever find ``task`` by the path its rows hold ("" when one can).
 
     A worker finds a task by its module path alone (``resolve_task``). A lambda, or a
     function given to ``task()`` under another name (``send = task(_send)``), has a path
     naming no Task of its function even in the process enqueuing it; a task of a module
     imported under a second name (``tasks`` beside ``shop.tasks``, when the app's folder
-    is on ``sys.path``) has a path a worker does not import. Each of their jobs would be
-    refused by every worker, after the enqueue had said it was stored."""
+    is on ``sys.path``) has a path a worker does not import, where the first name (in an
+    installed app, or in ``modules``: the backend's TASK_MODULES) is one it does. Each of
+    their jobs would be refused by every worker, after the enqueue said it was stored."""
     path = task.module_path
     found = loaded_task(path)
     if found is None or found.func != task.func:
@@ -98,24 +99,30 @@ def path_problem(task: AnyTask) -> str:
             "alone: decorate a module-level function with @task where it is defined, "
             "under its own name"
         )
-    twin = app_twin(task.func.__module__) if app_module(path) is None else None
+    module = task.func.__module__
+    modules = tuple(modules)
+    twin = None if worker_imports(path, modules) else imported_twin(module, modules)
     if twin:
         return (
-            f"{path!r} is in module {task.func.__module__!r}, which is also loaded as "
-            f"{twin!r} of an installed app, the name a worker imports: import the task "
-            f"from {twin!r}"
+            f"{path!r} is in module {module!r}, which is also loaded as {twin!r}, the "
+            f"name a worker imports: import the task from {twin!r}"
         )
     return ""
 
 
-def app_twin(module: str) -> str | None:
-    """The name under which an installed app's package also holds ``module``'s file, if any."""
+def worker_imports(path: str, modules: tuple[str, ...]) -> bool:
+    """A worker imports the module of task path ``path`` by that name (see ``resolve_task``)."""
+    return app_module(path) is not None or path.rpartition(".")[0] in modules
+
+
+def imported_twin(module: str, modules: tuple[str, ...]) -> str | None:
+    """Another name of ``module``'s file in ``sys.modules`` that a worker imports, if any."""
     file = getattr(sys.modules.get(module), "__file__", None)
     if not file:
         return None
     for name, other in list(sys.modules.items()):
         same_file = name != module and getattr(other, "__file__", None) == file
-        if same_file and app_module(f"{name}.task"):
+        if same_file and worker_imports(f"{name}.task", modules):
             return name
     return None
 

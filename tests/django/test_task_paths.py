@@ -5,6 +5,7 @@ enqueue, before anything is stored, not accepted and then refused by every worke
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 
 import pytest
@@ -44,28 +45,37 @@ def test_a_task_found_by_its_path_runs_under_any_using(echomq, jobs):
     assert (result.status, result.return_value) == ("SUCCESSFUL", 5)
 
 
+def load_twin(module, name: str):
+    """``module``'s file loaded again as ``name`` (its folder on sys.path too, say)."""
+    spec = importlib.util.spec_from_file_location(name, module.__file__)
+    twin = importlib.util.module_from_spec(spec)
+    sys.modules[name] = twin
+    spec.loader.exec_module(twin)
+    return twin
+
+
 @pytest.fixture
-def twin_jobs(settings):
-    """``tests.django.taskapp.jobs`` (in an installed app) loaded again under a second
-    name, as when the app's folder is on sys.path too."""
+def twins(settings):
+    """``tests.django.taskapp.jobs`` (in an installed app) and ``tests.django.tasks``
+    (in TASK_MODULES), each loaded again under a second name."""
     settings.INSTALLED_APPS = django_settings.INSTALLED_APPS
     from tests.django.taskapp import jobs
 
-    spec = importlib.util.spec_from_file_location("jobs_twin", jobs.__file__)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["jobs_twin"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["jobs_twin"]
+    yield load_twin(jobs, "jobs_twin"), load_twin(tasks, "tasks_twin")
+    del sys.modules["jobs_twin"], sys.modules["tasks_twin"]
 
 
-def test_a_task_of_an_app_module_loaded_under_a_second_name_is_refused(echomq, twin_jobs):
-    with pytest.raises(InvalidTask, match=r"also loaded as 'tests\.django\.taskapp\.jobs'"):
-        twin_jobs.add.enqueue(1, 2)
+@pytest.mark.parametrize(
+    ("which", "imported"), [(0, "tests.django.taskapp.jobs"), (1, "tests.django.tasks")]
+)
+def test_a_task_of_a_module_loaded_under_a_second_name_is_refused(echomq, twins, which, imported):
+    with pytest.raises(InvalidTask, match=rf"also loaded as {re.escape(repr(imported))}"):
+        twins[which].add.enqueue(1, 2)
     assert echomq.keys("*") == []
 
 
-def test_the_same_task_through_its_app_name_is_stored(echomq, twin_jobs):
+def test_the_same_tasks_through_the_names_a_worker_imports_are_stored(echomq, twins):
     from tests.django.taskapp import jobs
 
     assert jobs.add.enqueue(1, 2).enqueued_at is not None
+    assert tasks.add.enqueue(1, 2).enqueued_at is not None
