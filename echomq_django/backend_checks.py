@@ -3,16 +3,15 @@
 The backend reports them from ``check()`` and raises the first on enqueue: a bad entry
 must not crash the import of a tasks module, nor ``manage.py check`` itself.
 
-    echomq.E004  OPTIONS has a key the backend does not know
-    echomq.E005  a name in QUEUES cannot be a queue name
+    echomq.E004  OPTIONS is not a dict, or has a key the backend does not know
+    echomq.E005  QUEUES is not a list, or a name in it cannot be a queue name
     echomq.E006  an OPTIONS value is bad (ENQUEUE_ON_COMMIT, TASK_MODULES, a job
                  option, RATE_LIMITS)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 from django.core import checks
 
@@ -27,10 +26,19 @@ KNOWN_OPTIONS = frozenset({o.upper() for o in JOB_OPTIONS} | set(OTHER_OPTIONS))
 
 
 def configuration_problems(
-    alias: str, options: Mapping[str, Any], queues: Iterable[Any]
+    alias: str, options: object, queues: object
 ) -> list[checks.CheckMessage]:
-    """The errors of ``settings.TASKS[alias]`` (its OPTIONS and QUEUES); [] when none."""
+    """The errors of ``settings.TASKS[alias]`` (its OPTIONS and QUEUES, as written); []
+    when none."""
     where = f"settings.TASKS[{alias!r}]"
+    if not isinstance(options, Mapping):
+        return [
+            checks.Error(
+                f"{where}['OPTIONS'] must be a dict, not {type(options).__name__}.",
+                hint='e.g. "OPTIONS": {"MAX_ATTEMPTS": 3}',
+                id="echomq.E004",
+            )
+        ]
     unknown = sorted(set(options) - KNOWN_OPTIONS, key=str)
     if unknown:
         return [
@@ -40,7 +48,7 @@ def configuration_problems(
                 id="echomq.E004",
             )
         ]
-    problems = queue_messages(sorted(queues, key=str), f"{where}['QUEUES']")
+    problems = queue_messages(queues, f"{where}['QUEUES']")
     if problem := conf.enqueue_on_commit_problem(options.get("ENQUEUE_ON_COMMIT", False)):
         problems.append(checks.Error(f"{where}['OPTIONS']: {problem}.", id="echomq.E006"))
     if problem := conf.task_modules_problem(options.get("TASK_MODULES", [])):

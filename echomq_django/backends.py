@@ -88,14 +88,19 @@ class EchoMQBackend(BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
+        # A bad TASKS entry must not crash imports of tasks modules or `manage.py
+        # check` itself: the problems are reported by check() and raised on enqueue.
+        # QUEUES as written: Django's set() of a string is its letters.
+        self.problems = configuration_problems(
+            self.alias, self.options, params.get("QUEUES", self.queues)
+        )
+        if not isinstance(self.options, Mapping):  # a problem: read as no options
+            self.options = {}
         self.enqueue_on_commit = outbox.commit_mode(self.options.get("ENQUEUE_ON_COMMIT", False))
         modules = self.options.get("TASK_MODULES", ())
         self.task_modules: tuple[str, ...] = (
             () if conf.task_modules_problem(modules) else tuple(modules)
         )
-        # A bad TASKS entry must not crash imports of tasks modules or `manage.py
-        # check` itself: the problems are reported by check() and raised on enqueue.
-        self.problems = configuration_problems(self.alias, self.options, self.queues)
         self._options: dict[AnyTask, JobOptions] = {}
         self.queue_rates: dict[str, RateLimit] = {}
         self._valid: dict[tuple[AnyTask, bool], bool] = {}
