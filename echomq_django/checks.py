@@ -7,6 +7,7 @@ Configuration (run by every ``manage.py`` command that runs checks)::
     echomq.E003  the ECHOMQ URL has a scheme the connector cannot use
     echomq.E005  a queue name in ECHOMQ QUEUES cannot be a queue name
     echomq.E007  ECHOMQ DURABLE_ENQUEUE is not a valid setting
+    echomq.E008  ECHOMQ OPTIONS is not a dict, or MAX_PAYLOAD not a positive number of bytes
     echomq.W001  no ECHOMQ URL: the default redis://127.0.0.1:6379/0 is used
     echomq.W002  the server does not answer PING
     echomq.W003  the ECHOMQ URL holds a secret that Django's error reports would show
@@ -51,7 +52,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
                 id="echomq.E001",
             )
         ]
-    messages = [*_unknown_keys(raw), *_url_messages(raw), *_durability_messages()]
+    messages = [*_unknown_keys(raw), *_url_messages(raw), *_durability_messages(raw)]
+    messages += [checks.Error(f"{p}.", id="echomq.E008") for p in conf.type_problems(raw)]
     messages += queue_messages(raw.get("QUEUES", ["default"]), "settings.ECHOMQ['QUEUES']")
     return messages
 
@@ -133,9 +135,9 @@ def _reports_mask_urls() -> bool:
     return bool(settings.DEFAULT_EXCEPTION_REPORTER_FILTER == REPORTER_FILTER)
 
 
-def _durability_messages() -> list[checks.CheckMessage]:
+def _durability_messages(raw: Mapping[str, Any]) -> list[checks.CheckMessage]:
     try:
-        conf.get_settings().durability()
+        conf.EchoMQSettings(durable_enqueue=raw.get("DURABLE_ENQUEUE")).durability()
     except (InvalidJobOptions, TypeError) as exc:
         return [
             checks.Error(
@@ -174,4 +176,5 @@ def queue_messages(queues: object, where: str) -> list[checks.CheckMessage]:
 
 def settings_unusable() -> bool:
     """True when check_settings finds an error that makes a connection attempt meaningless."""
-    return any(m.id in ("echomq.E001", "echomq.E003", "echomq.E007") for m in check_settings())
+    unusable = ("echomq.E001", "echomq.E003", "echomq.E007", "echomq.E008")
+    return any(m.id in unusable for m in check_settings())

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
@@ -114,8 +115,37 @@ def task_modules_problem(value: object) -> str:
 _MODULE_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
+def type_problems(raw: Mapping[str, Any]) -> list[str]:
+    """What ECHOMQ holds of the wrong type ([] when nothing): OPTIONS not a dict,
+    MAX_PAYLOAD not a positive number of bytes (0 would refuse every job). The system
+    check echomq.E008 reports them; ``get_settings`` raises the first."""
+    problems = []
+    options = raw.get("OPTIONS", {})
+    if not isinstance(options, Mapping):
+        problems.append(f"settings.ECHOMQ['OPTIONS'] must be a dict, not {type(options).__name__}")
+    size = raw.get("MAX_PAYLOAD", DEFAULT_MAX_PAYLOAD)
+    try:  # int(): "524288" from the environment is fine
+        positive = not isinstance(size, bool) and int(size) > 0
+    except (TypeError, ValueError):
+        positive = False
+    if not positive:
+        shown = size if isinstance(size, (str, int, float)) else type(size).__name__
+        problems.append(
+            "settings.ECHOMQ['MAX_PAYLOAD'] must be a positive number of bytes, "
+            f"not {str(shown)[:40]!r}"
+        )
+    return problems
+
+
 def get_settings() -> EchoMQSettings:
+    """ECHOMQ read; ``ImproperlyConfigured`` when it is not a dict or holds a value of
+    the wrong type (the system checks report the same, as E001 and E008)."""
     raw = getattr(settings, "ECHOMQ", {}) or {}
+    if not isinstance(raw, Mapping):
+        raise ImproperlyConfigured(f"settings.ECHOMQ must be a dict, not {type(raw).__name__}")
+    problems = type_problems(raw)
+    if problems:
+        raise ImproperlyConfigured(problems[0])
     return EchoMQSettings(
         url=raw.get("URL", DEFAULT_URL),
         options=dict(raw.get("OPTIONS", {})),

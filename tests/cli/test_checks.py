@@ -142,6 +142,36 @@ def test_a_queue_list_given_as_a_string_is_an_error(good_settings):
     assert message.id == "echomq.E005" and "list of queue names" in message.msg
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("MAX_PAYLOAD", "big", "MAX_PAYLOAD'] must be a positive number of bytes"),
+        ("MAX_PAYLOAD", 0, "MAX_PAYLOAD'] must be a positive number of bytes"),
+        ("MAX_PAYLOAD", -1, "MAX_PAYLOAD'] must be a positive number of bytes"),
+        ("MAX_PAYLOAD", None, "MAX_PAYLOAD'] must be a positive number of bytes"),
+        ("OPTIONS", None, "OPTIONS'] must be a dict, not NoneType"),
+        ("OPTIONS", ["socket_timeout", 5], "OPTIONS'] must be a dict, not list"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_an_error_not_a_crash_nor_another_key(
+    good_settings, key, value, message
+):
+    """A check that crashed took `manage.py check` down; one that blamed DURABLE_ENQUEUE
+    sent the reader to the wrong key; a MAX_PAYLOAD of 0 refused every job."""
+    good_settings.ECHOMQ = {**good_settings.ECHOMQ, key: value}
+    [problem] = check_settings()
+    assert problem.id == "echomq.E008" and message in problem.msg
+    assert check_server() == []  # not "the server does not answer"
+    with pytest.raises(ImproperlyConfigured, match=message):
+        echo.enqueue(1)
+
+
+def test_a_max_payload_written_as_digits_is_still_read(good_settings):
+    good_settings.ECHOMQ = {**good_settings.ECHOMQ, "MAX_PAYLOAD": "1000"}
+    assert check_settings() == []
+    assert conf.get_jobs().max_payload == 1000
+
+
 def test_an_unreachable_server_is_a_warning_with_a_hint(good_settings):
     good_settings.ECHOMQ = {"URL": f"redis://127.0.0.1:{free_port()}/0"}
     [message] = check_server()
