@@ -7,7 +7,7 @@ Configuration (run by every ``manage.py`` command that runs checks)::
     echomq.E003  the ECHOMQ URL has a scheme the connector cannot use
     echomq.E005  a queue name in ECHOMQ QUEUES cannot be a queue name
     echomq.E007  ECHOMQ DURABLE_ENQUEUE is not a valid setting
-    echomq.E008  ECHOMQ OPTIONS is not a dict, or MAX_PAYLOAD not a positive number of bytes
+    echomq.E008  ECHOMQ OPTIONS is not a dict, CLUSTER not a bool, or MAX_PAYLOAD not positive
     echomq.W001  no ECHOMQ URL: the default redis://127.0.0.1:6379/0 is used
     echomq.W002  the server does not answer PING
     echomq.W003  the ECHOMQ URL holds a secret that Django's error reports would show

@@ -116,13 +116,16 @@ _MODULE_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 def type_problems(raw: Mapping[str, Any]) -> list[str]:
-    """What ECHOMQ holds of the wrong type ([] when nothing): OPTIONS not a dict,
-    MAX_PAYLOAD not a positive number of bytes (0 would refuse every job). The system
+    """What ECHOMQ holds of the wrong type ([] when nothing): OPTIONS not a dict, CLUSTER
+    not a bool, MAX_PAYLOAD not a positive number of bytes (0 would refuse every job). The system
     check echomq.E008 reports them; ``get_settings`` raises the first."""
     problems = []
     options = raw.get("OPTIONS", {})
     if not isinstance(options, Mapping):
         problems.append(f"settings.ECHOMQ['OPTIONS'] must be a dict, not {type(options).__name__}")
+    cluster = raw.get("CLUSTER", False)
+    if not isinstance(cluster, bool):  # bool("false") is True
+        problems.append(f"settings.ECHOMQ['CLUSTER'] must be True or False, not {cluster!r:.40}")
     size = raw.get("MAX_PAYLOAD", DEFAULT_MAX_PAYLOAD)
     try:  # int(): "524288" from the environment is fine
         positive = not isinstance(size, bool) and int(size) > 0
@@ -149,7 +152,7 @@ def get_settings() -> EchoMQSettings:
     return EchoMQSettings(
         url=raw.get("URL", DEFAULT_URL),
         options=dict(raw.get("OPTIONS", {})),
-        cluster=bool(raw.get("CLUSTER", False)),
+        cluster=raw.get("CLUSTER", False),
         queues=tuple(raw.get("QUEUES", ("default",))),
         max_payload=int(raw.get("MAX_PAYLOAD", DEFAULT_MAX_PAYLOAD)),
         metrics_token=raw.get("METRICS_TOKEN") or None,

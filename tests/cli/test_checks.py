@@ -151,6 +151,7 @@ def test_a_queue_list_given_as_a_string_is_an_error(good_settings):
         ("MAX_PAYLOAD", None, "MAX_PAYLOAD'] must be a positive number of bytes"),
         ("OPTIONS", None, "OPTIONS'] must be a dict, not NoneType"),
         ("OPTIONS", ["socket_timeout", 5], "OPTIONS'] must be a dict, not list"),
+        ("CLUSTER", "false", "CLUSTER'] must be True or False, not 'false'"),
     ],
 )
 def test_a_value_of_the_wrong_type_is_an_error_not_a_crash_nor_another_key(
