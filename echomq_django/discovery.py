@@ -118,14 +118,22 @@ def worker_imports(path: str, modules: tuple[str, ...]) -> bool:
 
 def imported_twin(module: str, modules: tuple[str, ...]) -> str | None:
     """Another name of ``module``'s file in ``sys.modules`` that a worker imports, if any."""
-    file = getattr(sys.modules.get(module), "__file__", None)
+    file = module_file(sys.modules.get(module))
     if not file:
         return None
     for name, other in list(sys.modules.items()):
-        same_file = name != module and getattr(other, "__file__", None) == file
+        same_file = name != module and module_file(other) == file
         if same_file and worker_imports(f"{name}.task", modules):
             return name
     return None
+
+
+def module_file(module: object) -> str | None:
+    """A loaded module's file, read from its namespace: a lazy module's ``__getattr__``
+    hook (which may import, or raise) is never called."""
+    namespace = getattr(module, "__dict__", None)
+    file = namespace.get("__file__") if isinstance(namespace, dict) else None
+    return file if isinstance(file, str) else None
 
 
 def discover_tasks(modules: Iterable[str] = ()) -> None:

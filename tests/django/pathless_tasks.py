@@ -1,5 +1,6 @@
 """Tasks Django accepts whose module path names no Task of their function: no worker
-could ever find them by the path their rows hold (see test_task_paths.py)."""
+could ever find them by the path their rows hold (see test_task_paths.py); and one it
+finds, in this module outside the installed apps and TASK_MODULES, loaded once."""
 
 from __future__ import annotations
 
@@ -21,3 +22,8 @@ def replaced(x):
 
 shadowed = replaced
 replaced = task(lambda x: -x)  # the path of ``shadowed`` now names another Task
+
+
+@task
+def found(x):
+    return x

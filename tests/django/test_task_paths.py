@@ -49,6 +49,15 @@ def test_a_task_whose_module_was_reloaded_since_is_stored(echomq):
     assert replace(tasks.add, func=old).enqueue(1, 2).enqueued_at is not None
 
 
+def test_every_loaded_module_is_looked_at_without_its_getattr_hook(echomq, monkeypatch):
+    """Looking for a second name of the task's module reads each module's namespace: a
+    lazy module's ``__getattr__`` (which may import, or raise) is never called."""
+    lazy = types.ModuleType("lazy_raiser")
+    lazy.__getattr__ = lambda name: (_ for _ in ()).throw(ImportError(name))
+    monkeypatch.setitem(sys.modules, "lazy_raiser", lazy)
+    assert pathless_tasks.found.enqueue(1).enqueued_at is not None
+
+
 def test_a_task_found_by_its_path_runs_under_any_using(echomq, jobs):
     result = tasks.add.using(priority=7, queue_name="emails").enqueue(2, 3)
     Worker(jobs, ("emails",), execute, burst=True, name="w", idle_block_s=0.2).run()
