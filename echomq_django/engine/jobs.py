@@ -67,7 +67,7 @@ from .replies import (
 )
 from .rows import ROW_FIELDS, Job
 from .sweeps import Sweeps
-from .validation import check_int, error_object, one_line
+from .validation import check_int, check_token, error_object, one_line
 
 # The names callers import from here (the facade), wherever they are defined.
 __all__ = [
@@ -199,7 +199,7 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         for queue, indexes in by_queue.items():
             keys = QueueKeys.of(queue)
             rows = start.keys_for(keys, job=[items[n][1] for n in indexes])
-            tokens = [int(items[n][2]) for n in indexes]
+            tokens = [check_token(items[n][2]) for n in indexes]
             calls.append(Call(start, rows, [worker_id, 1 if isolated else 0, *tokens]))
         replies: list[Any] = [0] * len(items)
         for indexes, reply in zip(by_queue.values(), self.connector.run_many(calls)):
@@ -247,7 +247,8 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         # Ids are checked where the calls are built (QueueKeys.job), before any is sent.
         ago = [-1] * len(items) if ran_us is None else [int(us) for us in ran_us]
         held = [
-            (QueueKeys.of(q), i, int(t), r, us) for (q, i, t, r), us in zip(items, ago, strict=True)
+            (QueueKeys.of(q), i, check_token(t), r, us)
+            for (q, i, t, r), us in zip(items, ago, strict=True)
         ]
         by_queue: dict[str, list[int]] = {}
         for n, item in enumerate(held):
@@ -294,7 +295,7 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         reply = self.connector.run(
             retry,
             retry.keys_for(keys, job=job_id),
-            [job_id, int(token), error, summary.splitlines()[0][:500] if summary else "",
+            [job_id, check_token(token), error, summary.splitlines()[0][:500] if summary else "",
              backoff_ms, 1 if give_up else 0, int(ran_us)],
         )  # fmt: skip
         return RetryOutcome(reply[0], int(reply[1]))
@@ -327,7 +328,9 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         check_int(lease_ms, 1, MAX_LEASE_MS, "lease_ms")
         extend = script.load("extend")
         return Call(
-            extend, extend.keys_for(keys, job=job_id), [job_id, int(token), lease_ms, int(ran_us)]
+            extend,
+            extend.keys_for(keys, job=job_id),
+            [job_id, check_token(token), lease_ms, int(ran_us)],
         )
 
     def release(self, queue: str, job_id: str, token: int, *, began: bool = True) -> None:
@@ -364,7 +367,7 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         return Call(
             release,
             release.keys_for(keys, job=job_id),
-            [job_id, int(token), 1 if solo else 0, 1 if began else 0],
+            [job_id, check_token(token), 1 if solo else 0, 1 if began else 0],
         )
 
     def leave_many(self, items: Sequence[tuple[str, str, int]]) -> list[Any]:
@@ -373,7 +376,10 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         One round trip; a job's typed error (``StaleToken``) as its entry."""
         leave = script.load("leave")
         return self.connector.run_many(
-            [Call(leave, leave.keys_for(QueueKeys.of(q), job=i), [i, int(t)]) for q, i, t in items]
+            [
+                Call(leave, leave.keys_for(QueueKeys.of(q), job=i), [i, check_token(t)])
+                for q, i, t in items
+            ]
         )
 
     def crashed(
@@ -394,6 +400,6 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         reply = self.connector.run(
             crashed,
             crashed.keys_for(keys, job=job_id),
-            [job_id, int(token), crash_budget, one_line(why, "why", 300), int(ran_us)],
+            [job_id, check_token(token), crash_budget, one_line(why, "why", 300), int(ran_us)],
         )
         return RetryOutcome(reply[0], int(reply[1]))

@@ -6,7 +6,7 @@ same typed ``InvalidJobOptions`` with the same wording wherever it is passed.
 
 from __future__ import annotations
 
-from .bounds import ERROR_MAX_BYTES
+from .bounds import ERROR_MAX_BYTES, MAX_TOKEN
 from .error_record import ErrorRecord
 from .errors import InvalidJobOptions
 from .json_text import read_json
@@ -27,6 +27,12 @@ def check_int(
     if not minimum <= value <= maximum:
         raise error(f"{name} must be between {minimum} and {maximum}, not {value}")
     return value
+
+
+def check_token(token: object) -> int:
+    """``token`` if it can be a lease's token (an int, as claim handed it out). Never
+    ``int(token)``: that truncates 2.5 or reads "2" into the holder's token 2."""
+    return check_int(token, 1, MAX_TOKEN, "token")
 
 
 def one_line(value: object, name: str, limit: int) -> str:
