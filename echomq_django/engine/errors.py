@@ -128,10 +128,11 @@ class CorruptRow(EchoMQError):
 
 
 class CorruptKey(EchoMQError):
-    """A queue's place (pending, active, ...) holds a key of another type than a sorted
-    set: the script was refused before it changed anything. Every call that needs that
-    place is refused the same way until an operator repairs or deletes the key (the
-    queue's stats and pages too: they read every place); the other queues go on."""
+    """A key of the queue holds another type than its script needs: a place (pending,
+    active, ...) that is no sorted set, a job's row that is no hash, an idempotency key
+    that is no string. The script was refused before it changed anything. Every call
+    that needs that key is refused the same way until an operator repairs or deletes it
+    (a place: the queue's stats and pages too, they read every place); the rest goes on."""
 
 
 # The classes below name failures that scripts record in a row's errors list

@@ -15,6 +15,8 @@
 -- Error: EMQNOTFOUND (no row), EMQSTATE (finished already).
 -- @include "limits"
 local id, jk = ARGV[1], KEYS[5]
+local bad = foreign(jk, 'hash')
+if bad then return bad end
 local state = redis.call('HGET', jk, 'state')
 if not state then return redis.error_reply('EMQNOTFOUND job ' .. id) end
 if state ~= 'pending' and state ~= 'scheduled' and state ~= 'active' then

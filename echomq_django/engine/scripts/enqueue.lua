@@ -33,21 +33,29 @@ local n = tonumber(ARGV[1])
 local seq = redis.call('INCRBY', KEYS[3], n) - n
 local reply, stored = {}, 0
 
+-- A holder row's enqueued_at as the reply carries it: '' (no time) unless it is a
+-- whole number, for the caller parses it as one; a corrupt row must not fail the
+-- reply of an enqueue that has done its work (a debounce has moved the holder).
+local function enqueued_at(v)
+  local us = int_in(v, 0, 2^53, nil)
+  return us and fmt(us) or ''
+end
+
 -- The job holding the key, if it is still live; or the error of a key of another
 -- type planted there (pcall: a refusal of this job before its first write, not an
 -- abort of the batch halfway).
 local function held_by(idem)
   local holder = redis.pcall('GET', idem)
   if type(holder) ~= 'string' then
-    return holder or nil
+    return holder and (foreign(idem, 'string') or holder) or nil
   end
   local row = redis.pcall('HMGET', row_key(holder), 'state', 'enqueued_at')
   if row.err then
-    return row
+    return foreign(row_key(holder), 'hash') or row
   end
   local state = row[1]
   if state == 'pending' or state == 'scheduled' or state == 'active' then
-    return {holder, state, 0, row[2] or ''}
+    return {holder, state, 0, enqueued_at(row[2])}
   end
 end
 
@@ -62,7 +70,7 @@ local function debounce(holder, a, delay)
     'state', 'scheduled', 'due_ms', fmt(due))
   redis.call('HDEL', jk, 'ended')  -- a move: see moves.lua
   announce_gates(ARGV[a + 13])
-  return {holder, 'scheduled', 2, redis.call('HGET', jk, 'enqueued_at') or ''}
+  return {holder, 'scheduled', 2, enqueued_at(redis.call('HGET', jk, 'enqueued_at'))}
 end
 
 for i = 1, n do
@@ -80,9 +88,13 @@ for i = 1, n do
     local holder = redis.pcall('GET', idem)
     if type(holder) == 'string' then
       local row = redis.pcall('HMGET', row_key(holder), 'state', 'enqueued_at')
-      if not row.err and row[1] then reply[i] = {holder, row[1], 0, row[2] or ''} end
+      if row.err then
+        reply[i] = foreign(row_key(holder), 'hash') or row
+      elseif row[1] then
+        reply[i] = {holder, row[1], 0, enqueued_at(row[2])}
+      end
     elseif holder then
-      reply[i] = holder
+      reply[i] = foreign(idem, 'string') or holder
     end
   elseif idem then
     reply[i] = held_by(idem)

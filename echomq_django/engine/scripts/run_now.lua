@@ -7,6 +7,8 @@
 -- Reply: 1. Error: EMQNOTFOUND (no row), EMQSTATE (not scheduled).
 -- @include "moves"
 local id, jk = ARGV[1], KEYS[5]
+local bad = foreign(jk, 'hash')
+if bad then return bad end
 local state = redis.call('HGET', jk, 'state')
 if not state then return redis.error_reply('EMQNOTFOUND job ' .. id) end
 if state ~= 'scheduled' then

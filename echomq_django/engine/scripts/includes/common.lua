@@ -45,6 +45,17 @@ local function is_row(jk)
   return redis.call('TYPE', jk)['ok'] == 'hash'
 end
 
+-- The error a caller reads as CorruptKey when `key` holds another type than `wanted`
+-- (a planted key, a typo), or nil when it is one or there is none. A script asks before
+-- its first write, as script.py's guard does for the places: a WRONGTYPE from a later
+-- command would name no key, and might come after writes Redis does not roll back.
+local function foreign(key, wanted)
+  local kind = redis.call('TYPE', key)['ok']
+  if kind == wanted or kind == 'none' then return nil end
+  return redis.error_reply('EMQCORRUPT ' .. key .. ' holds a ' .. kind .. ', not a ' .. wanted
+    .. ': nothing was stored or moved; repair or delete the key')
+end
+
 -- A canonical lowercase UUIDv7, as keyspace.validate_job_id accepts. A member
 -- planted in a place under any other name must never reach a worker: every
 -- later call on it (complete, retry, extend) would be refused as a bad id.

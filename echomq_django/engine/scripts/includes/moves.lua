@@ -68,12 +68,12 @@ end
 -- The fence: only the current lease holder (the token minted by claim) may move
 -- an active job. Returns an error reply to hand back, or nil and the row's values
 -- (state, attempts, then the `...` fields, read in the same HMGET) when the caller holds it.
--- A key of another type at the row's name is refused the same way (its error), with
+-- A key of another type at the row's name is refused the same way (CorruptKey), with
 -- nothing written: in a batch, the other jobs go on.
 local function fence(jk, token, op, ...)
   local row = redis.pcall('HMGET', jk, 'state', 'attempts', ...)
   if row.err then
-    return row
+    return foreign(jk, 'hash') or row
   end
   if not row[1] then
     return redis.error_reply('EMQSTALE ' .. op .. ': the job is gone')
