@@ -15,12 +15,12 @@ import uuid
 import pytest
 
 from echomq_django.engine.errors import (
+    CorruptKey,
     InvalidJobId,
     InvalidJobOptions,
     InvalidQueueName,
     InvalidWorkerId,
     PayloadTooLarge,
-    ScriptError,
 )
 from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.keyspace import QueueKeys
@@ -389,4 +389,4 @@ def test_enqueue_over_a_corrupt_sequence_writes_nothing(jobs):
     """The sequence is taken before the first write: the script fails whole, not halfway."""
     enqueue_n(jobs, 1)
     jobs.connector.client.set(QueueKeys.of(QUEUE).seq, "not a number")
-    refused(jobs, lambda: jobs.enqueue(QUEUE, new(idempotency_key="k")), ScriptError)
+    refused(jobs, lambda: jobs.enqueue(QUEUE, new(idempotency_key="k")), CorruptKey)

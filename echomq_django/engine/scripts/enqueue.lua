@@ -28,9 +28,11 @@
 -- @include "unhold"
 -- @include "wake"
 local n = tonumber(ARGV[1])
--- The sequence first: if INCRBY fails (a corrupt counter), it fails before any write,
--- never after a row (a row in no place). A scheduled job leaves a gap: harmless.
-local seq = redis.call('INCRBY', KEYS[3], n) - n
+-- The sequence is read first: a corrupt one refuses the call before any write, never
+-- after a row (a row in no place). It is taken (INCRBY) once a job is stored; a job
+-- refused or scheduled leaves a gap: harmless.
+local seq, corrupt_seq = take_seq(KEYS[3], n, true)
+if corrupt_seq then return corrupt_seq end
 local reply, stored = {}, 0
 
 -- A holder row's enqueued_at as the reply carries it: '' (no time) unless it is a
@@ -125,6 +127,7 @@ for i = 1, n do
   end
 end
 if stored > 0 then
+  redis.call('INCRBY', KEYS[3], n)  -- a whole number below 2^50: it cannot fail
   wake(KEYS[5])
   bump(KEYS[4], 'enqueued', stored)  -- best-effort, like wake: the jobs are stored
 end

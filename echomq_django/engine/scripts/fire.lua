@@ -64,7 +64,8 @@ if n > 0 and def[1] == 'skip' and def[2] and def[2] ~= '' then
   end
 end
 if outcome == 'fired' and n > 0 then
-  local seq = redis.call('INCRBY', KEYS[3], n) - n
+  local seq, corrupt_seq = take_seq(KEYS[3], n)
+  if corrupt_seq then return corrupt_seq end
   for i = 5, #ARGV do
     local id = tick_job_id(tonumber(ARGV[i]))
     local jk = row_key(id)

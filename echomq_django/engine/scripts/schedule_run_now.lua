@@ -26,8 +26,9 @@ end
 if redis.call('EXISTS', KEYS[7]) == 1 then
   return redis.error_reply('EMQEXISTS job ' .. id .. ' exists already')
 end
-local state = store_schedule_job(template, KEYS[7], id, redis.call('INCR', KEYS[3]), KEYS[1],
-  KEYS[2])
+local seq, corrupt_seq = take_seq(KEYS[3], 1)
+if corrupt_seq then return corrupt_seq end
+local state = store_schedule_job(template, KEYS[7], id, seq + 1, KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[6], 'last_job', id)
 wake(KEYS[5])
 bump(KEYS[4], 'enqueued')

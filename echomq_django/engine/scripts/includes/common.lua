@@ -45,15 +45,34 @@ local function is_row(jk)
   return redis.call('TYPE', jk)['ok'] == 'hash'
 end
 
--- The error a caller reads as CorruptKey when `key` holds another type than `wanted`
--- (a planted key, a typo), or nil when it is one or there is none. A script asks before
--- its first write, as script.py's guard does for the places: a WRONGTYPE from a later
--- command would name no key, and might come after writes Redis does not roll back.
+-- The error a caller reads as CorruptKey: `key` holds `what` (a planted key, a typo).
+-- A script finds it before its first write, as script.py's guard does for the places: a
+-- WRONGTYPE from a later command would name no key, and might come after writes Redis
+-- does not roll back.
+local function corrupt(key, what)
+  return redis.error_reply('EMQCORRUPT ' .. key .. ' holds ' .. what
+    .. ': nothing was stored or moved; repair or delete the key')
+end
+
+-- That error when `key` holds another type than `wanted`, or nil: it is one, or none.
 local function foreign(key, wanted)
   local kind = redis.call('TYPE', key)['ok']
   if kind == wanted or kind == 'none' then return nil end
-  return redis.error_reply('EMQCORRUPT ' .. key .. ' holds a ' .. kind .. ', not a ' .. wanted
-    .. ': nothing was stored or moved; repair or delete the key')
+  return corrupt(key, 'a ' .. kind .. ', not a ' .. wanted)
+end
+
+-- `n` numbers of the queue's sequence (`key`, a STRING): the one before the first, or
+-- nil and the CorruptKey error when the key is no whole number, found before any write
+-- (an INCRBY on it fails naming nothing). `later`: read only, the caller INCRBYs `n` once
+-- it has stored a job, so a call that stores none leaves the sequence as it was.
+local function take_seq(key, n, later)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' then return nil, foreign(key, 'string') end
+  if v and not (#v <= 15 and string.find(v, '^%d+$')) then
+    return nil, corrupt(key, 'a string that is no sequence number')
+  end
+  if later then return tonumber(v or '0') end
+  return redis.call('INCRBY', key, n) - n
 end
 
 -- A canonical lowercase UUIDv7, as keyspace.validate_job_id accepts. A member
