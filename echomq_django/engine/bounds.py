@@ -23,7 +23,7 @@ MAX_LEASE_MS = WEEK_MS  # also the longest time limit of a job
 # two is bad luck (a deploy's SIGKILL, a host lost), three in a row is the job.
 DEFAULT_CRASH_BUDGET = 3
 MAX_CRASH_BUDGET = 1_000_000
-MAX_TOKEN = 2**53  # a lease's token is its row's attempts, which a script reads up to 2**53
+MAX_TOKEN = 2**53 - 1  # a lease's token (its row's attempts): a Lua number holds it exactly
 SWEEP_LIMIT = 1000  # jobs per reap/promote/trim call: no script blocks the server for long
 SWEEP_MAX = 10_000  # the most a caller may ask per call (0 or less would mean "no bound" to Lua)
 PAGE_MAX = 500

@@ -116,3 +116,26 @@ def test_a_holder_row_with_a_corrupt_enqueued_at_answers_what_the_enqueue_did(
     if again.debounced:
         assert row(jobs, holder)["payload"] == '{"n": 2}'
     assert_one_place(jobs)
+
+
+@pytest.mark.parametrize("attempts", ["-1", "-7", str(2**53 - 1), str(2**62)])
+def test_claim_dead_letters_a_row_whose_attempts_cannot_make_a_token(jobs, attempts):
+    """A negative count made token 0 or less (which no worker can send back), a huge one
+    a token Lua cannot hold exactly: either lease could never be ended by its holder."""
+    bad, good = (e.id for e in jobs.enqueue_many(QUEUE, [new(), new()]))
+    jobs.connector.client.hset(K.job(bad), "attempts", attempts)
+    claim = jobs.claim(QUEUE, WORKER, count=2)
+    assert [c.id for c in claim.jobs] == [good]
+    dead = row(jobs, bad)
+    assert dead["state"] == "dead"
+    assert dead["last_error"] == "CorruptRow: attempts is negative or too large"
+    assert assert_one_place(jobs) == {bad: "dead", good: "active"}
+
+
+def test_a_claim_record_of_another_type_is_a_corrupt_key(jobs):
+    jobs.enqueue(QUEUE, new())
+    jobs.connector.client.hset(K.claim("c1"), "planted", "1")
+    before = dump(jobs.connector.client)
+    with pytest.raises(CorruptKey, match=r"claim:c1"):
+        jobs.claim(QUEUE, WORKER, claim_id="c1")
+    assert dump(jobs.connector.client) == before

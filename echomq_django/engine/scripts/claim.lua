@@ -64,7 +64,8 @@ end
 
 -- A replay: the reply of this claim was lost. Return what it leased that the worker
 -- still holds under the same token; claim nothing new.
-local record = redis.call('GET', KEYS[8])
+local record = redis.pcall('GET', KEYS[8])
+if type(record) == 'table' then return foreign(KEYS[8], 'string') or record end
 if record then
   for id, token in string.gmatch(record, '(%S+):(%d+)') do
     local row = redis.pcall('HMGET', row_key(id), unpack(ARGV, 7))
@@ -121,9 +122,14 @@ repeat
       gated, parked = true, parked + 1
     else  -- (a job gate_hold could not park is leased: see includes/limits.lua)
       local token = redis.pcall('HINCRBY', jk, 'attempts', 1)
-      if type(token) == 'table' then
+      -- A token is a count of claims below 2^53 (bounds.MAX_TOKEN, what a worker may send
+      -- back): a planted negative count made token 0 or less, a huge one a token Lua
+      -- cannot hold exactly.
+      local corrupt_row = type(token) == 'table' and 'attempts is not an integer'
+        or (token < 1 or token > ${MAX_TOKEN}) and 'attempts is negative or too large'
+      if corrupt_row then
         append_error(jk, '{"exception_class_path":"echomq_django.engine.errors.CorruptRow",'
-          .. '"traceback":"attempts is not an integer"}', 'CorruptRow: attempts is not an integer', now_us)
+          .. '"traceback":"' .. corrupt_row .. '"}', 'CorruptRow: ' .. corrupt_row, now_us)
         to_dead(jk, id, KEYS[7], KEYS[5])
       else
         -- Only a lease enqueue allows (1 ms .. 7 days): Lua reads 'inf' and 'nan' as
