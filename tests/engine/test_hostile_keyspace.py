@@ -1,0 +1,218 @@
+"""Every transition over every hostile key or row field: all or nothing, invariants kept.
+
+Redis rolls back none of a script's writes when a later command raises, so a transition
+is atomic only if it fails before its first write or cannot fail after it. This walks
+that class for each transition through the Python API: over a queue with a job in every
+place (and ones waiting on gates, holding debounce and throttle keys, a due schedule),
+it plants one hostile thing at a time (a key of another type at each key the queue has
+or a script builds, or a field of the rows the call reads set to a word, a negative, a
+number Lua reads as infinite, bytes that are not UTF-8, or removed) and calls. Either
+the call raises one of the engine's typed errors (never a bare ``ScriptError``, a
+``ValueError``) and the keyspace is byte for byte as it was, or it ran and the queue's
+invariants (``keyspace_invariants``) hold as they held before it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from echomq_django.engine.errors import EchoMQError, ScriptError
+from echomq_django.engine.jobs import Jobs
+from echomq_django.engine.keyspace import QueueKeys
+from echomq_django.engine.scheduler import Scheduler
+from tests.schedules.conftest import backdate, every
+
+from . import keyspace_invariants
+from .conftest import QUEUE, WORKER, enqueue_n, error_json, new
+
+K = QueueKeys.of(QUEUE)
+VALUES: tuple[Any, ...] = ("x", "-1", "1e400", b"\xff\xfe", None)  # None: the field removed
+# Opaque to the scripts (carried, never read as a number or a state).
+OPAQUE = {b"payload", b"task", b"errors", b"last_error", b"run_after", b"id", b"worker_ids"}
+GATED = "conc:t/1 rate:r/2/1000/2"
+
+
+def server_ms(client) -> int:
+    seconds, micros = client.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+@dataclass
+class Scene:
+    """A queue with a job in each place, and the ids each transition acts on."""
+
+    jobs: Jobs
+    scheduler: Scheduler
+    held: str = ""
+    token: int = 0
+    expired: str = ""
+    pending: str = ""
+    gated: tuple[str, ...] = ()
+    debounced: str = ""
+    throttled: str = ""
+    far: str = ""
+    due: str = ""
+    dead: str = ""
+    completed: str = ""
+
+    @classmethod
+    def build(cls, jobs: Jobs) -> Scene:
+        client = jobs.connector.client
+        enqueue_n(jobs, 4, max_attempts=3)
+        done, failed = jobs.claim(QUEUE, WORKER, count=2, lease_ms=60_000).jobs
+        jobs.complete(QUEUE, done.id, done.token)
+        jobs.retry(QUEUE, failed.id, failed.token, error=error_json(), summary="x", give_up=True)
+        (held,) = jobs.claim(QUEUE, WORKER, lease_ms=60_000, start_now=1).jobs
+        (expired,) = jobs.claim(QUEUE, WORKER, lease_ms=1).jobs
+        scene = cls(jobs, Scheduler(jobs), held.id, held.token, expired.id)
+        scene.pending = jobs.enqueue(QUEUE, new(idempotency_key="k")).id
+        scene.gated = tuple(enqueue_n(jobs, 3, limits=GATED))
+        scene.debounced = jobs.enqueue(QUEUE, new(idempotency_key="d", debounce_ms=60_000)).id
+        scene.throttled = jobs.enqueue(QUEUE, new(idempotency_key="t", throttle_ms=60_000)).id
+        scene.far = jobs.enqueue(QUEUE, new(due_ms=server_ms(client) + 600_000)).id
+        scene.due = jobs.enqueue(QUEUE, new(due_ms=server_ms(client) + 2)).id
+        scene.dead, scene.completed = failed.id, done.id
+        scene.scheduler.sync([every("beat", QUEUE), every("other", QUEUE)])
+        backdate(client, QUEUE, "beat", server_ms(client) - 5000)
+        time.sleep(0.01)  # the expired lease and the due job are due
+        return scene
+
+
+def operations(s: Scene) -> dict[str, tuple[Callable[[], Any], tuple[str, ...]]]:
+    """Each transition's call, and the rows it reads (whose fields are planted)."""
+    j, h, t = s.jobs, s.held, s.token
+    return {
+        "enqueue": (lambda: j.enqueue(QUEUE, new(limits=GATED)), ()),
+        "enqueue_key": (lambda: j.enqueue(QUEUE, new(idempotency_key="k")), (s.pending,)),
+        "debounce": (
+            lambda: j.enqueue(QUEUE, new(idempotency_key="d", debounce_ms=60_000)),
+            (s.debounced,),
+        ),
+        "throttle": (
+            lambda: j.enqueue(QUEUE, new(idempotency_key="t", throttle_ms=60_000)),
+            (s.throttled,),
+        ),
+        "claim": (lambda: j.claim(QUEUE, WORKER, count=10, claim_id="c1"), (*s.gated, s.due)),
+        "complete": (lambda: j.complete(QUEUE, h, t), (h,)),
+        "retry": (
+            lambda: j.retry(QUEUE, h, t, error=error_json(), summary="s", backoff_ms=5),
+            (h,),
+        ),
+        "give_up": (
+            lambda: j.retry(QUEUE, h, t, error=error_json(), summary="s", give_up=True),
+            (h,),
+        ),
+        "extend": (lambda: j.extend(QUEUE, h, t, 5000), (h,)),
+        "release": (lambda: j.release(QUEUE, h, t), (h,)),
+        "crashed": (lambda: j.crashed(QUEUE, h, t, why="died"), (h,)),
+        "leave": (lambda: raise_entries(j.leave_many([(QUEUE, h, t)])), (h,)),
+        "start": (lambda: raise_entries(j.start_many(WORKER, [(QUEUE, h, t)])), (h,)),
+        "reap": (lambda: j.reap(QUEUE), (s.expired,)),
+        "promote": (lambda: j.promote(QUEUE), (s.due,)),
+        "trim": (lambda: j.trim(QUEUE, "dead", purge=True), (s.dead,)),
+        "trim_completed": (lambda: j.trim(QUEUE, "completed", purge=True), (s.completed,)),
+        "retry_dead": (lambda: j.retry_dead(QUEUE), (s.dead,)),
+        "run_now": (lambda: j.run_now(QUEUE, s.far), (s.far,)),
+        "cancel": (lambda: j.cancel(QUEUE, s.pending), (s.pending,)),
+        "cancel_running": (lambda: j.cancel(QUEUE, h), (h,)),
+        "delete": (lambda: j.delete(QUEUE, h), (h,)),
+        "fire": (lambda: s.scheduler.fire_due([QUEUE]), ()),
+        "schedule_run_now": (lambda: s.scheduler.run_now(QUEUE, "other"), ()),
+        "schedule_pause": (lambda: s.scheduler.pause(QUEUE, "other"), ()),
+        "schedule_remove": (lambda: s.scheduler.remove(QUEUE, "other"), ()),
+    }
+
+
+def raise_entries(entries: list[Any]) -> None:
+    """A batch call answers each job's error as its entry: raise it, as the others do."""
+    for entry in entries:
+        if isinstance(entry, Exception):
+            raise entry
+
+
+def dump(raw) -> dict[bytes, tuple[bytes, int]]:
+    """Each key's value and time to live (a live one counts down: only that it has one).
+    The registry of queue names is left out: enqueue writes it first, apart from its
+    transition (DESIGN.md: outside the queue's slot, never part of a script)."""
+    return {key: (raw.dump(key), raw.pttl(key)) for key in raw.scan_iter() if key != b"emq:queues"}
+
+
+def unchanged(before: dict[bytes, tuple[bytes, int]], after: dict[bytes, tuple[bytes, int]]):
+    return {k: (v, ttl > 0) for k, (v, ttl) in before.items()} == {
+        k: (v, ttl > 0) for k, (v, ttl) in after.items()
+    }
+
+
+def restore(raw, snapshot: dict[bytes, tuple[bytes, int]]) -> None:
+    raw.flushall()
+    pipe = raw.pipeline(transaction=False)
+    for key, (value, ttl) in snapshot.items():
+        pipe.restore(key, max(ttl, 0), value)
+    pipe.execute()
+
+
+def plants(raw, rows: tuple[str, ...]) -> Iterator[tuple[str, Callable[[], Any]]]:
+    """(what is planted, how): one hostile key or field at a time."""
+    minute = server_ms(raw) // 60_000
+    built = [K.seq, K.wake, K.metrics, K.limits, K.events, K.base + "tokens", K.schedules]
+    built += [K.throughput(minute), K.throughput(minute + 1), K.claim("c1")]
+    for key in sorted({*(k.decode() for k in raw.scan_iter()), *built}):
+        yield f"another type at {key}", lambda key=key: plant_another_type(raw, key)
+    for job_id in rows:
+        for field in sorted(set(raw.hkeys(K.job(job_id))) - OPAQUE):
+            for value in VALUES:
+
+                def plant(field=field, value=value, job_id=job_id):
+                    row = K.job(job_id)
+                    return raw.hdel(row, field) if value is None else raw.hset(row, field, value)
+
+                yield f"{field.decode()}={value!r} in {job_id}", plant
+
+
+def plant_another_type(raw, key: str) -> None:
+    string = raw.type(key) in (b"string", b"none")
+    raw.delete(key)
+    if string:
+        raw.hset(key, "planted", "1")
+    else:
+        raw.set(key, "planted")
+
+
+NAMES = list(operations(Scene(None, None)))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_transition_over_hostile_state_is_all_or_nothing(jobs, standalone, redis_client, name):
+    scene = Scene.build(jobs)
+    call, rows = operations(scene)[name]
+    clean = {
+        key: (redis_client.dump(key), redis_client.pttl(key)) for key in redis_client.scan_iter()
+    }
+    found = []
+    for what, plant in list(plants(redis_client, rows)):
+        restore(redis_client, clean)
+        plant()
+        sound = not keyspace_invariants.violations(jobs.connector.client, QUEUE)
+        before = dump(redis_client)
+        try:
+            call()
+        except Exception as exc:
+            if not isinstance(exc, EchoMQError) or type(exc) is ScriptError:
+                found.append(f"{what}: an unclear {type(exc).__name__}: {exc}")
+            if not unchanged(before, dump(redis_client)):
+                found.append(f"{what}: {type(exc).__name__} ({exc}) after writes")
+            continue
+        broken = keyspace_invariants.violations(jobs.connector.client, QUEUE)
+        if sound and broken:
+            found.append(f"{what}: ran, and now {broken}")
+    assert not found, "\n".join(found)
+
+
+def test_the_scene_is_sound(jobs):
+    Scene.build(jobs)
+    keyspace_invariants.assert_sound(jobs.connector.client, QUEUE)
