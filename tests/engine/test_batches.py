@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from echomq_django.engine.errors import ScriptError
+from echomq_django.engine.errors import CorruptKey
 from echomq_django.engine.jobs import BATCH_BYTES, NewJob
 from echomq_django.engine.keyspace import QueueKeys
 from echomq_django.engine.new_job import idempotency_digest
@@ -29,7 +29,7 @@ def test_a_planted_idempotency_key_refuses_only_its_job(jobs):
     digest = idempotency_digest("tests.task", "planted")
     jobs.connector.client.hset(keys.idempotency(digest), "not", "a string")
     batch = [new(idempotency_key="planted" if i == 2 else None) for i in range(5)]
-    with pytest.raises(ScriptError, match="WRONGTYPE"):
+    with pytest.raises(CorruptKey, match="holds a hash, not a string"):
         jobs.enqueue_many(QUEUE, batch)
     stored = [job.id for i, job in enumerate(batch) if i != 2]
     assert members(jobs)["pending"] == stored
@@ -45,7 +45,7 @@ def test_a_row_replaced_by_a_string_refuses_only_its_completion(jobs):
     jobs.connector.client.set(QueueKeys.of(QUEUE).job(held[1].id), "planted")
     replies = jobs.complete_many([(QUEUE, c.id, c.token, "1") for c in held])
     assert isinstance(replies[0], int) and isinstance(replies[2], int)
-    assert isinstance(replies[1], ScriptError) and "WRONGTYPE" in str(replies[1])
+    assert isinstance(replies[1], CorruptKey) and "holds a string, not a hash" in str(replies[1])
     assert sorted(members(jobs)["completed"]) == sorted([held[0].id, held[2].id])
     assert members(jobs)["active"] == [held[1].id]
     assert jobs.stats(QUEUE).metrics["completed"] == 2
