@@ -4,7 +4,7 @@ A script without flags is refused at its first write that may grow memory, unles
 wrote already (then the server lets it finish); ``#!lua flags=allow-oom`` scripts run.
 So a transition is all or nothing under OOM only if no write of it is skipped quietly
 (a pcall swallowing the OOM of a write that comes before the first real one). On a
-server of its own, each transition of ``test_hostile_keyspace``'s scene runs twice from
+server of its own, each transition of the hostile scene (``hostile_scene``) runs twice from
 the same keyspace: with room, and at ``maxmemory 1``. At OOM it either raises a typed
 error and changes nothing (a fire pass logs the schedule it could not fire), or it did
 everything the run with room did (the same keys, row fields, states and members; times
@@ -23,7 +23,7 @@ from echomq_django.engine.connector import Connector
 from echomq_django.engine.errors import EchoMQError, ScriptError
 from echomq_django.engine.jobs import Jobs
 
-from .test_hostile_keyspace import NAMES, Scene, dump, operations, restore, snapshot
+from .hostile_scene import NAMES, Scene, dump, operations, restore, snapshot
 
 # Best-effort bookkeeping (common.lua's bump, the throughput chart, the event stream):
 # losing it under OOM loses a count, never a job.
