@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from .connector import Call, Connector
-from .errors import EchoMQError, InvalidJobOptions, NotDurable
+from .errors import EchoMQError, InvalidJobOptions, NotDurable, ServerUnavailable
 from .jobs import Enqueued, Jobs, NewJob
 from .validation import check_int
 
@@ -112,7 +112,11 @@ class _WaitingConnector:
         for call in calls:  # one round trip each: the wait is per connection
             try:
                 reply, ack = self._connector.run_then(call, self._durability.command)
-            except EchoMQError as exc:  # as run_many: a failed call is its entry
+            except ServerUnavailable:
+                # As run_many's lost pipeline: the whole enqueue is unknown now. The calls
+                # after it are not sent, each to wait out its own timeout on a lost server.
+                raise
+            except EchoMQError as exc:  # as run_many: a refused call is its entry
                 replies.append(exc)
                 continue
             replies.append(reply)

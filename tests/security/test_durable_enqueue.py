@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
+import threading
 import time
 
 import pytest
@@ -20,11 +22,12 @@ from echomq_django import conf
 from echomq_django.devserver import EmbeddedServer, server_product
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.durable import Durability, DurableJobs
-from echomq_django.engine.errors import NotDurable
-from echomq_django.engine.jobs import NewJob
+from echomq_django.engine.errors import EnqueueUnknown, NotDurable
+from echomq_django.engine.jobs import BATCH_MAX, NewJob
 from echomq_django.server_checks import durability_findings
 from tests.django.tasks import echo
 from tests.support.cluster import SPREAD
+from tests.support.proxy import FaultProxy
 from tests.support.waiting import wait_until
 
 Q = "default"
@@ -145,3 +148,58 @@ def test_on_a_cluster_the_wait_runs_on_the_queue_node(cluster_url, cluster_clien
             (job_id,) = info.value.job_ids
             assert jobs.get(queue, job_id).state == "pending"
     connector.close()
+
+
+class SilentServer:
+    """A listener that accepts connections and never answers (a hung server, a
+    half-open path), counting the connections made to it."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return ("127.0.0.1", self._listener.getsockname()[1])
+
+    @property
+    def connections(self) -> int:
+        return len(self._held)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self._held.append(self._listener.accept()[0])
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self._listener.close()
+        for conn in self._held:
+            conn.close()
+
+
+def test_a_lost_server_ends_a_bulk_durable_enqueue_at_its_first_call(server):
+    """Each script call of a durable enqueue is a round trip of its own (the wait counts
+    its connection's writes). Once one meets a lost server the enqueue's outcome is
+    unknown whatever the others do: they are not sent, each to wait out its own socket
+    timeout (a bulk enqueue of 2,500 jobs hung five timeouts), or to store jobs its
+    caller is told may not be stored."""
+    silent = SilentServer()
+    with FaultProxy(server.host, server.port) as proxy:
+        jobs = DurableJobs(
+            Connector.from_url(proxy.url, socket_timeout=0.3),
+            Durability(replicas=1, timeout_s=0.01),
+        )
+        with pytest.raises(NotDurable):  # no replica: this enqueue registers the queue
+            jobs.enqueue(Q, NewJob(payload="0"))
+        proxy.target = silent.address  # the server hangs from now on
+        proxy.cut_all()
+        batch = [NewJob(payload="1") for _ in range(3 * BATCH_MAX)]  # three script calls
+        with pytest.raises(EnqueueUnknown) as unknown:
+            jobs.enqueue_many(Q, batch)
+        jobs.connector.close()
+    silent.close()
+    assert unknown.value.job_ids == tuple(job.id for job in batch)
+    assert silent.connections == 1, "a call was sent after the server was lost"
