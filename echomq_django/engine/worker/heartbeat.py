@@ -140,10 +140,14 @@ class Heartbeat:
                 self._jobs, due, self._outage, self._worker_id,
                 on_cancel=self._cancel, on_lost=self._lose,
             )  # fmt: skip
-        finally:  # renewed: a third of a lease on; unsent: after the outage's wait
+        finally:  # renewed: a third of a lease on (at most CANCEL_CHECK_S while it runs)
             for lease in due:
                 if not lease.lost:
-                    self._alarm.renew_by(max(lease.renewal_time(), now + away_s))
+                    at = lease.renewal_time()
+                    if at <= now:  # unsent: after the outage's wait; refused (a cancel whose
+                        # run goes on, an error reply): as if renewed, never in a loop
+                        at = now + (away_s or at - lease.renewed_at)
+                    self._alarm.renew_by(at)
 
     def _cancel(self, lease: Lease, why: str) -> None:
         self._runner.stop(lease.key, Cancelled)
