@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from .bounds import MAX_CRASH_BUDGET
-from .errors import EchoMQError, ServerUnavailable
+from .errors import CorruptKey, EchoMQError, ServerUnavailable
 from .jobs import DEFAULT_CRASH_BUDGET, SWEEP_LIMIT, Jobs, Sweep
 from .keyspace import QueueKeys
 from .outage import Outage
@@ -104,6 +104,7 @@ class Reaper:
         if not self.queues and not discover:
             raise ValueError("nothing to sweep: give queues or let the reaper discover them")
         self.discover = discover
+        self._registry_problem = ""  # the corrupt registry last logged
         self.interval_s = interval_s
         self.limit = limit
         check_int(crash_budget, 1, MAX_CRASH_BUDGET, "crash_budget")  # at start, not each tick
@@ -115,10 +116,21 @@ class Reaper:
         self._stopping = threading.Event()
 
     def queues_to_sweep(self) -> list[str]:
-        """The configured queues, then the registry's (validated, without duplicates)."""
+        """The configured queues, then the registry's (validated, without duplicates).
+
+        A corrupt registry is logged when first seen, and the configured queues are
+        swept still: a planted key must not stop the sweeps of every queue."""
         names = list(self.queues)
         if self.discover:
-            names += [q for q in self.jobs.queues() if q not in names]
+            try:
+                found = self.jobs.queues()
+            except CorruptKey as exc:
+                if str(exc) != self._registry_problem:
+                    logger.error("%s; sweeping only the queues given: %s", exc, names or "none")
+                self._registry_problem = str(exc)
+                return names
+            self._registry_problem = ""
+            names += [q for q in found if q not in names]
         return names
 
     def sweep(self, queue: str) -> QueueSweep:
