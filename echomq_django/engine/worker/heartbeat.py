@@ -106,9 +106,8 @@ class Heartbeat:
         next_registry = time.monotonic() + self._registry_interval_s
         while not self._done.is_set():
             now = time.monotonic()
-            retry_soon = False
             try:
-                self._renew_due(now)
+                retry_soon = not self._renew_due(now)
             except Exception:  # this thread keeps every lease alive: it must not die
                 logger.exception("renewing leases failed")
                 retry_soon = True
@@ -126,27 +125,28 @@ class Heartbeat:
             self._alarm.wake_up.wait(0.1 if retry_soon else wait)
             self._alarm.wake_up.clear()
 
-    def _renew_due(self, now: float) -> None:
-        """Extend every lease past a third of its length."""
+    def _renew_due(self, now: float) -> bool:
+        """Extend every lease past a third of its length. False if the server was unreachable."""
         if not (self._renews and self._alarm.due(now)):
-            return
+            return True
         due, next_at = self._ledger.due_for_renewal(now, STAMP_AFTER_S)
         self._alarm.renew_by(next_at)
         if not due:
-            return
-        away_s = 0.0
+            return True
+        answered = False
         try:
-            away_s = renew(
+            answered = renew(
                 self._jobs, due, self._outage, self._worker_id,
                 on_cancel=self._cancel, on_lost=self._lose,
             )  # fmt: skip
-        finally:  # renewed: a third of a lease on (at most CANCEL_CHECK_S while it runs)
+            return answered
+        finally:  # renewed: a third of a lease on; unsent: at once, on the next beat
             for lease in due:
                 if not lease.lost:
                     at = lease.renewal_time()
-                    if at <= now:  # unsent: after the outage's wait; refused (a cancel whose
-                        # run goes on, an error reply): as if renewed, never in a loop
-                        at = now + (away_s or at - lease.renewed_at)
+                    if answered and at <= now:  # refused (a cancel whose run goes on, an
+                        # error reply): as if renewed, never in a loop
+                        at = now + (at - lease.renewed_at)
                     self._alarm.renew_by(at)
 
     def _cancel(self, lease: Lease, why: str) -> None:

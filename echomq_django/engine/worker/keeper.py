@@ -68,7 +68,6 @@ class Keeper:
         self._registry_interval_s = registry_interval_s
         self._hard_grace_s = hard_grace_s
         self._stops: dict[Key, tuple[str, float]] = {}  # soft stops sent: (name, when)
-        self._renew_after = 0.0  # monotonic: the server was away; renewals wait till then
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="echomq-keeper", daemon=True)
 
@@ -101,9 +100,7 @@ class Keeper:
             self._done.wait(max(0.005, min(wait, next_registry - now)))
 
     def _beat(self, now: float) -> float:
-        """Renew, stamp and stop what is due; how long until the next beat. While the
-        server is away, renewals wait out the outage's backoff; the rest goes on."""
-        renewing = now >= self._renew_after
+        """Renew, stamp and stop what is due; how long until the next beat."""
         due: list[tuple[Subworker, Lease]] = []
         next_at = now + IDLE_S
         live_keys: set[Key] = set()
@@ -117,20 +114,21 @@ class Keeper:
                 at = lease.renewal_time()
                 if not lease.stamped:
                     at = min(at, lease.started + STAMP_AFTER_S)
-                if renewing and at <= now and not lease.lost:
+                if at <= now and not lease.lost:
                     due.append((sub, lease))
-            if renewing and now >= sub.renew_at:
+            if now >= sub.renew_at:
                 due += self._scan(sub, now, set(running))
-            next_at = min(next_at, max(sub.renew_at, self._renew_after))
+            next_at = min(next_at, sub.renew_at)
             if sub.leases:
                 next_at = min(next_at, now + POLL_S)  # a run may begin on the board
         for key in [key for key in self._stops if key not in live_keys]:
             del self._stops[key]  # its run ended
-        if due:
-            self._renew_after = now + self._extend(due, live_keys)
+        renewed = not due or self._extend(due, live_keys)
         for sub in self._subworkers:
             if sub.alive():
                 sub.stamp()  # until when its leases hold: it stops then if not renewed
+        if not renewed:
+            return 0.1  # the server is away: try again soon
         return next_at - now
 
     def _scan(
@@ -177,9 +175,8 @@ class Keeper:
             self._stops[lease.key] = (name, now)
             sub.stop_run(lease, name, why)
 
-    def _extend(self, due: list[tuple[Subworker, Lease]], running: set[Key]) -> float:
-        """Renew (and stamp) the due leases in one round trip; when the server was away,
-        how long to wait before trying again (0.0: it answered).
+    def _extend(self, due: list[tuple[Subworker, Lease]], running: set[Key]) -> bool:
+        """Renew (and stamp) the due leases in one round trip; False if the server was away.
         ``running``: the keys of the leases whose runs are on the boards."""
         child_of = {lease.key: sub for sub, lease in due}
         now = time.monotonic()
