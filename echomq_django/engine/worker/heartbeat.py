@@ -133,21 +133,15 @@ class Heartbeat:
         self._alarm.renew_by(next_at)
         if not due:
             return True
-        answered = False
         try:
-            answered = renew(
+            return renew(
                 self._jobs, due, self._outage, self._worker_id,
                 on_cancel=self._cancel, on_lost=self._lose,
             )  # fmt: skip
-            return answered
-        finally:  # renewed: a third of a lease on; unsent: at once, on the next beat
+        finally:  # renewed: a third of a lease on; refused or unsent: at once, on the next beat
             for lease in due:
                 if not lease.lost:
-                    at = lease.renewal_time()
-                    if answered and at <= now:  # refused (a cancel whose run goes on, an
-                        # error reply): as if renewed, never in a loop
-                        at = now + (at - lease.renewed_at)
-                    self._alarm.renew_by(at)
+                    self._alarm.renew_by(lease.renewal_time())
 
     def _cancel(self, lease: Lease, why: str) -> None:
         self._runner.stop(lease.key, Cancelled)
