@@ -327,11 +327,8 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         keys = QueueKeys.of(queue)
         check_int(lease_ms, 1, MAX_LEASE_MS, "lease_ms")
         extend = script.load("extend")
-        return Call(
-            extend,
-            extend.keys_for(keys, job=job_id),
-            [job_id, check_token(token), lease_ms, int(ran_us)],
-        )
+        args = [job_id, check_token(token), lease_ms, int(ran_us)]
+        return Call(extend, extend.keys_for(keys, job=job_id), args)
 
     def release(self, queue: str, job_id: str, token: int, *, began: bool = True) -> None:
         """Give the job back to pending at once, refunding the attempt. ``began=False``:
@@ -375,12 +372,9 @@ class Jobs(QueueRegistry, Reads, Sweeps, OperatorActions):
         threads: the reaper returns them free once their leases run out (leave.lua).
         One round trip; a job's typed error (``StaleToken``) as its entry."""
         leave = script.load("leave")
-        return self.connector.run_many(
-            [
-                Call(leave, leave.keys_for(QueueKeys.of(q), job=i), [i, check_token(t)])
-                for q, i, t in items
-            ]
-        )
+        calls = [Call(leave, leave.keys_for(QueueKeys.of(q), job=i), [i, check_token(t)])
+                 for q, i, t in items]  # fmt: skip
+        return self.connector.run_many(calls)
 
     def crashed(
         self,
