@@ -3,7 +3,8 @@
 The proxy sits between a client and a real server on loopback. Normally it
 forwards bytes both ways. A test arms ONE fault, which fires on the first
 client-to-server chunk that contains ``match`` (by default ``EVALSHA``, so the
-connection handshake and script loads pass untouched):
+connection handshake and script loads pass untouched), or on a later one
+(``after``: that many such chunks pass first):
 
 * ``DROP_REQUEST``  the request is swallowed and both sides are closed: the
   server never saw it (state must be *before*).
@@ -54,6 +55,7 @@ DELIVERED = frozenset({Fault.DROP_REPLY, Fault.LATE})
 class _Armed:
     fault: Fault
     match: bytes
+    after: int = 0  # matching requests still to let through before it fires
     fired: threading.Event = field(default_factory=threading.Event)
 
 
@@ -187,9 +189,10 @@ class FaultProxy:
                 self.connections += 1
             link.start()
 
-    def arm(self, fault: Fault, match: bytes = b"EVALSHA") -> threading.Event:
-        """Fire ``fault`` on the next request containing ``match``; returns its fired event."""
-        armed = _Armed(fault, match.upper())
+    def arm(self, fault: Fault, match: bytes = b"EVALSHA", *, after: int = 0) -> threading.Event:
+        """Fire ``fault`` on the next request containing ``match`` (after ``after`` such
+        requests went through); returns its fired event."""
+        armed = _Armed(fault, match.upper(), after)
         with self._lock:
             self._armed = armed
         return armed.fired
@@ -202,6 +205,9 @@ class FaultProxy:
         with self._lock:
             armed = self._armed
             if armed is None or armed.match not in chunk.upper():
+                return None
+            if armed.after:
+                armed.after -= 1
                 return None
             self._armed = None
             return armed
