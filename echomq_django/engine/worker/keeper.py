@@ -114,7 +114,7 @@ class Keeper:
                 at = lease.renewal_time()
                 if not lease.stamped:
                     at = min(at, lease.started + STAMP_AFTER_S)
-                if at <= now and not lease.lost:
+                if at <= now and not (lease.lost or lease.cancelled):  # see due_for_renewal
                     due.append((sub, lease))
             if now >= sub.renew_at:
                 due += self._scan(sub, now, set(running))
@@ -138,7 +138,7 @@ class Keeper:
         when the next one is due."""
         due, next_at = [], float("inf")
         for lease in sub.held():
-            if lease in running or lease.lost:
+            if lease in running or lease.lost or lease.cancelled:
                 continue
             at = lease.renewal_time()
             if at <= now:
