@@ -106,8 +106,9 @@ class Heartbeat:
         next_registry = time.monotonic() + self._registry_interval_s
         while not self._done.is_set():
             now = time.monotonic()
+            retry_soon = False
             try:
-                retry_soon = not self._renew_due(now)
+                self._renew_due(now)
             except Exception:  # this thread keeps every lease alive: it must not die
                 logger.exception("renewing leases failed")
                 retry_soon = True
@@ -125,23 +126,24 @@ class Heartbeat:
             self._alarm.wake_up.wait(0.1 if retry_soon else wait)
             self._alarm.wake_up.clear()
 
-    def _renew_due(self, now: float) -> bool:
-        """Extend every lease past a third of its length. False if the server was unreachable."""
+    def _renew_due(self, now: float) -> None:
+        """Extend every lease past a third of its length."""
         if not (self._renews and self._alarm.due(now)):
-            return True
+            return
         due, next_at = self._ledger.due_for_renewal(now, STAMP_AFTER_S)
         self._alarm.renew_by(next_at)
         if not due:
-            return True
+            return
+        away_s = 0.0
         try:
-            return renew(
+            away_s = renew(
                 self._jobs, due, self._outage, self._worker_id,
                 on_cancel=self._cancel, on_lost=self._lose,
             )  # fmt: skip
-        finally:  # renewed: a third of a lease on; refused or unsent: at once, on the next beat
+        finally:  # renewed: a third of a lease on; unsent: after the outage's wait
             for lease in due:
                 if not lease.lost:
-                    self._alarm.renew_by(lease.renewal_time())
+                    self._alarm.renew_by(max(lease.renewal_time(), now + away_s))
 
     def _cancel(self, lease: Lease, why: str) -> None:
         self._runner.stop(lease.key, Cancelled)

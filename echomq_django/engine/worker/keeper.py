@@ -123,12 +123,12 @@ class Keeper:
                 next_at = min(next_at, now + POLL_S)  # a run may begin on the board
         for key in [key for key in self._stops if key not in live_keys]:
             del self._stops[key]  # its run ended
-        renewed = not due or self._extend(due, live_keys)
+        away_s = self._extend(due, live_keys) if due else 0.0
         for sub in self._subworkers:
             if sub.alive():
                 sub.stamp()  # until when its leases hold: it stops then if not renewed
-        if not renewed:
-            return 0.1  # the server is away: try again soon
+        if away_s:
+            return away_s  # the server is away: try again after the outage's wait
         return next_at - now
 
     def _scan(
@@ -175,8 +175,9 @@ class Keeper:
             self._stops[lease.key] = (name, now)
             sub.stop_run(lease, name, why)
 
-    def _extend(self, due: list[tuple[Subworker, Lease]], running: set[Key]) -> bool:
-        """Renew (and stamp) the due leases in one round trip; False if the server was away.
+    def _extend(self, due: list[tuple[Subworker, Lease]], running: set[Key]) -> float:
+        """Renew (and stamp) the due leases in one round trip; when the server was away,
+        how long to wait before trying again (0.0: it answered).
         ``running``: the keys of the leases whose runs are on the boards."""
         child_of = {lease.key: sub for sub, lease in due}
         now = time.monotonic()

@@ -4,6 +4,10 @@ A thread-mode worker's heartbeat renews its own leases, a supervisor's keeper th
 of its children; both renew the same way, and differ only in how a cancel or a lost
 lease reaches the run (``on_cancel``, ``on_lost``). A renewal also stamps the start
 of a run that has lasted (its "started" event), and carries an operator's cancel.
+
+While the server is away, both try again after the outage policy's wait (a fleet of
+workers does not hammer a server that is restarting), capped so that a try still
+comes well before the shortest lease runs out (``retry_in``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from .lease import Lease
 
 logger = logging.getLogger("echomq.worker")
 
+RETRY_MIN_S = 0.1  # the shortest wait before an unsent renewal is tried again
+
 
 def renew(
     jobs: Jobs,
@@ -29,17 +35,17 @@ def renew(
     *,
     on_cancel: Callable[[Lease, str], None],
     on_lost: Callable[[Lease, str], None],
-) -> bool:
-    """Extend ``due`` in one round trip (stamping runs that began long enough ago);
-    False if the server was unreachable (nothing was renewed)."""
+) -> float:
+    """Extend ``due`` in one round trip (stamping runs that began long enough ago).
+    Returns 0.0 once the server answered; if it was unreachable (nothing was renewed),
+    how long to wait before trying again (``retry_in``)."""
     sent = time.monotonic()
     items = [(le.claimed.queue, le.claimed.id, le.claimed.token, le.lease_ms) for le in due]
     ran_us = [le.ran_us() for le in due]
     try:
         replies = jobs.extend_many(items, ran_us=ran_us)
     except ServerUnavailable as exc:
-        outage.down(exc, "extend")
-        return False
+        return retry_in(due, outage.down(exc, "extend"), sent)
     outage.up()  # else an outage would seem to last on, and backoffs grow
     for lease, reply, us in zip(due, replies, ran_us):
         if isinstance(reply, CancelRequested):
@@ -57,7 +63,16 @@ def renew(
             if us >= 0 and not lease.stamped:  # a run that lasts: its start is an event
                 lease.stamped = True
                 lease.announce_start(worker_id)
-    return True
+    return 0.0
+
+
+def retry_in(due: Sequence[Lease], backoff_s: float, now: float) -> float:
+    """The wait before unsent renewals are tried again: the outage's ``backoff_s``, but
+    at most a quarter of the time the shortest of ``due`` has left (by this process's
+    clock from its last renewal: the server's expiry is no sooner), so the server that
+    comes back meets a try well before that lease runs out."""
+    left = min(lease.renewed_at + lease.lease_ms / 1000 for lease in due) - now
+    return max(RETRY_MIN_S, min(backoff_s, left / 4))
 
 
 def send_events(jobs: Jobs, events: EventLog) -> None:
