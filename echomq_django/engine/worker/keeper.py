@@ -68,6 +68,7 @@ class Keeper:
         self._registry_interval_s = registry_interval_s
         self._hard_grace_s = hard_grace_s
         self._stops: dict[Key, tuple[str, float]] = {}  # soft stops sent: (name, when)
+        self._renew_after = 0.0  # monotonic: the server was away; renewals wait till then
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="echomq-keeper", daemon=True)
 
@@ -100,7 +101,9 @@ class Keeper:
             self._done.wait(max(0.005, min(wait, next_registry - now)))
 
     def _beat(self, now: float) -> float:
-        """Renew, stamp and stop what is due; how long until the next beat."""
+        """Renew, stamp and stop what is due; how long until the next beat. While the
+        server is away, renewals wait out the outage's backoff; the rest goes on."""
+        renewing = now >= self._renew_after
         due: list[tuple[Subworker, Lease]] = []
         next_at = now + IDLE_S
         live_keys: set[Key] = set()
@@ -114,21 +117,20 @@ class Keeper:
                 at = lease.renewal_time()
                 if not lease.stamped:
                     at = min(at, lease.started + STAMP_AFTER_S)
-                if at <= now and not (lease.lost or lease.cancelled):  # see due_for_renewal
+                if renewing and at <= now and not (lease.lost or lease.cancelled):
                     due.append((sub, lease))
-            if now >= sub.renew_at:
+            if renewing and now >= sub.renew_at:
                 due += self._scan(sub, now, set(running))
-            next_at = min(next_at, sub.renew_at)
+            next_at = min(next_at, max(sub.renew_at, self._renew_after))
             if sub.leases:
                 next_at = min(next_at, now + POLL_S)  # a run may begin on the board
         for key in [key for key in self._stops if key not in live_keys]:
             del self._stops[key]  # its run ended
-        away_s = self._extend(due, live_keys) if due else 0.0
+        if due:
+            self._renew_after = now + self._extend(due, live_keys)
         for sub in self._subworkers:
             if sub.alive():
                 sub.stamp()  # until when its leases hold: it stops then if not renewed
-        if away_s:
-            return away_s  # the server is away: try again after the outage's wait
         return next_at - now
 
     def _scan(
