@@ -17,6 +17,8 @@ import threading
 import time
 from collections import Counter
 
+import redis
+
 from echomq_django.engine.connector import Connector
 from echomq_django.engine.jobs import Jobs, NewJob
 from echomq_django.engine.reaper import Reaper
@@ -57,6 +59,17 @@ def _chaos(proxy: FaultProxy, stop: threading.Event) -> Counter[str]:
     return happened
 
 
+def _through(proxy: FaultProxy) -> str:
+    """Whether the proxy still carries a fresh connection's call (for a failure's message)."""
+    client = redis.Redis.from_url(proxy.url, socket_timeout=2)
+    try:
+        return f"{proxy.connections} connections so far; a fresh PING: {client.ping()}"
+    except redis.RedisError as exc:
+        return f"{proxy.connections} connections so far; a fresh PING: {exc!r}"
+    finally:
+        client.close()
+
+
 def test_worker_rides_out_cut_connections_and_lost_replies(
     direct: Jobs, proxy: FaultProxy, redis_client
 ):
@@ -89,7 +102,11 @@ def test_worker_rides_out_cut_connections_and_lost_replies(
         thread.join(10)
 
     counts = direct.stats(Q).counts
-    assert counts == {"pending": 0, "scheduled": 0, "active": 0, "completed": N, "dead": 0}, faults
+    assert counts == {"pending": 0, "scheduled": 0, "active": 0, "completed": N, "dead": 0}, (
+        faults,
+        _through(proxy),
+        [t.is_alive() for t in threads],
+    )
     spent = [
         int(e.fields["attempts"]) - int(e.fields["refunds"] or 0)
         for offset in range(0, N, 500)
