@@ -49,6 +49,9 @@ def cluster_with_replica(tmp_path):
     try:
         master = cluster.nodes[0]
         master.command("CONFIG", "SET", "repl-diskless-sync-delay", "0")  # sync at once
+        # CLUSTER SLOTS lists a replica only once its offset is past 0, which on an idle
+        # master takes its first replication PING (every 10 s by default, 1 s here).
+        master.command("CONFIG", "SET", "repl-ping-replica-period", "1")
         replica.start()
         replica.command("CLUSTER", "MEET", master.host, master.port)
         master_id = master.command("CLUSTER", "MYID")
