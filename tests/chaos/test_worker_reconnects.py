@@ -105,7 +105,9 @@ def test_worker_rides_out_cut_connections_and_lost_replies(
     assert counts == {"pending": 0, "scheduled": 0, "active": 0, "completed": N, "dead": 0}, (
         faults,
         _through(proxy),
-        [t.is_alive() for t in threads],
+        f"worker and reaper alive: {[t.is_alive() for t in threads]}",
+        f"threads here: {threading.active_count()}",
+        f"server clients: {redis_client.info('clients')['connected_clients']}",
     )
     spent = [
         int(e.fields["attempts"]) - int(e.fields["refunds"] or 0)
