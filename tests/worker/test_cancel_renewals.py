@@ -9,6 +9,7 @@ outcome is discarded by the fence.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -59,3 +60,24 @@ def lease_ran_out(client, job_id: str) -> bool:
     deadline = client.zscore("emq:{q}:active", job_id)
     seconds, micros = client.time()
     return deadline is not None and deadline < seconds * 1000 + micros / 1000
+
+
+def test_a_cancel_in_process_mode_spares_the_jobs_beside_it(valkey_jobs, valkey_url, spawn):
+    """A child runs two jobs; one is cancelled and does not stop (its sleep is one C
+    call). Its lease is renewed no more, but the child must not stop itself for it: it
+    did when the board's stamp (vouched by that lease's last renewal) ran out, ~0.4 s
+    after the cancel, taking the job beside it down mid-run, to run again. The
+    cancelled run is the supervisor's to kill after the hard grace (2 s), by which
+    time the job beside it (1.5 s) has ended."""
+    jobs = valkey_jobs
+    cancelled = jobs.enqueue("p", NewJob(payload=json.dumps({"sleep": 4}))).id
+    beside = jobs.enqueue("p", NewJob(payload=json.dumps({"sleep": 1.5}))).id
+    worker = spawn("worker", valkey_url, "p", "--processes", "1", "--concurrency", "2")
+    wait_until(lambda: jobs.stats("p").counts["active"] == 2, timeout=20)
+    time.sleep(0.3)  # both run (lease_ms=1000)
+    assert jobs.cancel("p", cancelled, "no longer needed") == "cancelling"
+    wait_until(lambda: jobs.get("p", beside).state == "completed", timeout=20)
+    wait_until(lambda: jobs.get("p", cancelled).state == "dead", timeout=20)
+    assert jobs.get("p", beside).attempts == 1, worker.log()
+    assert jobs.get("p", cancelled).last_error.startswith("Cancelled"), worker.log()
+    assert "stopping itself" not in worker.log()
