@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from ..events import EVENTS_AGE_S, EventLog
 from ..jobs import Jobs
 from ..outage import Outage
+from .board import stop_by
 from .children import Key
 from .lease import STAMP_AFTER_S, Lease
 from .renewal import renew, send_events
@@ -196,4 +197,11 @@ class Keeper:
 
         leases = [lease for _, lease in due]
         return renew(self._jobs, leases, self._outage, self._worker_id, on_cancel=cancel,
-                     on_lost=lose)  # fmt: skip
+                     on_lost=lose, renew_by=child_stops)  # fmt: skip
+
+
+def child_stops(lease: Lease) -> float:
+    """When the child holding ``lease`` stops itself unless it is renewed (``stop_by``): a
+    margin before the lease runs out. A renewal retried after the lease's own end/4 could
+    come after this, and a server back in time would still see the child stop."""
+    return stop_by(lease.renewed_at, lease.lease_ms)

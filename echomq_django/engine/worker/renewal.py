@@ -7,7 +7,8 @@ of a run that has lasted (its "started" event), and carries an operator's cancel
 
 While the server is away, both try again after the outage policy's wait (a fleet of
 workers does not hammer a server that is restarting), capped so that a try still
-comes well before the shortest lease runs out (``retry_in``).
+comes well before the first of them must be renewed (``retry_in``: before its lease
+runs out, or before its supervised child stops itself, ``board.stop_by``).
 """
 
 from __future__ import annotations
@@ -35,17 +36,19 @@ def renew(
     *,
     on_cancel: Callable[[Lease, str], None],
     on_lost: Callable[[Lease, str], None],
+    renew_by: Callable[[Lease], float] | None = None,
 ) -> float:
     """Extend ``due`` in one round trip (stamping runs that began long enough ago).
     Returns 0.0 once the server answered; if it was unreachable (nothing was renewed),
-    how long to wait before trying again (``retry_in``)."""
+    how long to wait before trying again (``retry_in``). ``renew_by``: when a lease
+    must be renewed at the latest (monotonic; by default, when it runs out)."""
     sent = time.monotonic()
     items = [(le.claimed.queue, le.claimed.id, le.claimed.token, le.lease_ms) for le in due]
     ran_us = [le.ran_us() for le in due]
     try:
         replies = jobs.extend_many(items, ran_us=ran_us)
     except ServerUnavailable as exc:
-        return retry_in(due, outage.down(exc, "extend"), sent)
+        return retry_in(due, outage.down(exc, "extend"), sent, renew_by or lease_end)
     outage.up()  # else an outage would seem to last on, and backoffs grow
     for lease, reply, us in zip(due, replies, ran_us):
         if isinstance(reply, CancelRequested):
@@ -66,12 +69,19 @@ def renew(
     return 0.0
 
 
-def retry_in(due: Sequence[Lease], backoff_s: float, now: float) -> float:
+def lease_end(lease: Lease) -> float:
+    """When ``lease`` runs out by this process's clock, from its last renewal (the
+    server's expiry is no sooner)."""
+    return lease.renewed_at + lease.lease_ms / 1000
+
+
+def retry_in(
+    due: Sequence[Lease], backoff_s: float, now: float, renew_by: Callable[[Lease], float]
+) -> float:
     """The wait before unsent renewals are tried again: the outage's ``backoff_s``, but
-    at most a quarter of the time the shortest of ``due`` has left (by this process's
-    clock from its last renewal: the server's expiry is no sooner), so the server that
-    comes back meets a try well before that lease runs out."""
-    left = min(lease.renewed_at + lease.lease_ms / 1000 for lease in due) - now
+    at most a quarter of the time left until the first of ``due`` must be renewed
+    (``renew_by``), so the server that comes back meets a try well before then."""
+    left = min(renew_by(lease) for lease in due) - now
     return max(RETRY_MIN_S, min(backoff_s, left / 4))
 
 
