@@ -44,6 +44,7 @@ from echomq_django.devserver import (  # noqa: E402 - after the path tweak
     port_is_free,
     spawn,
 )
+from echomq_django.engine.url import mask_url  # noqa: E402
 
 VAR = Path(os.environ.get("ECHOMQ_VAR_DIR") or ROOT / "var").resolve()
 PY = sys.executable
@@ -128,8 +129,12 @@ def cli_hint(url: str) -> str:
     python = Path(PY)
     with contextlib.suppress(ValueError):
         python = python.relative_to(ROOT)
-    prefix = "" if url == SETTINGS_DEFAULT_URL else f"ECHOMQ_URL={url} "
-    return f"{prefix}{python} manage.py echomq stats --watch"
+    command = f"{python} manage.py echomq stats --watch"
+    if url == SETTINGS_DEFAULT_URL:
+        return command
+    if mask_url(url) != url:  # a secret in it: never printed (the user has it already)
+        return f"{command}  (with the same ECHOMQ_URL: {mask_url(url)})"
+    return f"ECHOMQ_URL={url} {command}"
 
 
 # One Django process for both: make sure the demo superuser exists, list the commands.
@@ -264,7 +269,7 @@ def main() -> int:
     try:
         addr = http_addr()
         if env.get("ECHOMQ_URL"):
-            say(f"using ECHOMQ_URL={env['ECHOMQ_URL']} (no embedded server started)")
+            say(f"using ECHOMQ_URL={mask_url(env['ECHOMQ_URL'])} (no embedded server started)")
         else:
             try:
                 server, lock = start_server()
@@ -315,7 +320,7 @@ def main() -> int:
             say(
                 f"      {base}/admin/echomq/  the queues; log in as {name!r}, password {password!r}"
             )
-            say(f"queue server {env['ECHOMQ_URL']}; from another terminal:")
+            say(f"queue server {mask_url(env['ECHOMQ_URL'])}; from another terminal:")
             say(f"      {cli_hint(env['ECHOMQ_URL'])}")
             say("Ctrl-C stops everything")
             say("")

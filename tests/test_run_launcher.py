@@ -160,3 +160,30 @@ def test_run_refuses_a_taken_web_port_before_starting_anything(tmp_path):
     assert done.returncode != 0
     assert f"ECHOMQ_HTTP_ADDR=127.0.0.1:{port}: the port is taken" in done.stderr
     assert not (tmp_path / "var" / "valkey").exists()  # no server was started
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_run_on_a_server_of_the_users_never_prints_its_password(tmp_path):
+    """With ECHOMQ_URL set, the launcher says which server it uses and how to reach it
+    from another terminal: the URL is shown with its password masked."""
+    secret = "Url-s3cret-9f2"
+    http_port = free_port()
+    with EmbeddedServer(password=secret) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ECHOMQ_")}
+        env.update(
+            ECHOMQ_URL=f"redis://:{secret}@127.0.0.1:{server.port}/0",
+            ECHOMQ_VAR_DIR=str(tmp_path / "var"),
+            ECHOMQ_HTTP_ADDR=f"127.0.0.1:{http_port}",
+            DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+            DJANGO_SETTINGS_MODULE="project.settings",
+        )
+        env.pop("PYTEST_CURRENT_TEST", None)
+        run = Launcher(env)
+        try:
+            run.wait_ready()
+            assert run.ctrl_c() == 0, run.output()
+        finally:
+            run.terminate()
+    printed = "\n".join(run.lines)
+    assert f"127.0.0.1:{server.port}" in printed  # it says which server
+    assert secret not in printed, printed
