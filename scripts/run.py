@@ -132,8 +132,9 @@ def cli_hint(url: str) -> str:
     command = f"{python} manage.py echomq stats --watch"
     if url == SETTINGS_DEFAULT_URL:
         return command
-    if mask_url(url) != url:  # a secret in it: never printed (the user has it already)
-        return f"{command}  (with the same ECHOMQ_URL: {mask_url(url)})"
+    shown = mask_url(url)
+    if shown != url:  # a secret in it: never printed (the user has it already)
+        return f"{command}  (with the same ECHOMQ_URL: {shown})"
     return f"ECHOMQ_URL={url} {command}"
 
 

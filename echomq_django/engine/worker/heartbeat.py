@@ -142,7 +142,7 @@ class Heartbeat:
             )  # fmt: skip
         finally:  # renewed: a third of a lease on; unsent: after the outage's wait
             for lease in due:
-                if not lease.lost:
+                if lease.renewable:
                     self._alarm.renew_by(max(lease.renewal_time(), now + away_s))
 
     def _cancel(self, lease: Lease, why: str) -> None:

@@ -118,7 +118,7 @@ class Keeper:
                 at = lease.renewal_time()
                 if not lease.stamped:
                     at = min(at, lease.started + STAMP_AFTER_S)
-                if renewing and at <= now and not (lease.lost or lease.cancelled):
+                if renewing and at <= now and lease.renewable:
                     due.append((sub, lease))
             if renewing and now >= sub.renew_at:
                 due += self._scan(sub, now, set(running))
@@ -141,7 +141,7 @@ class Keeper:
         when the next one is due."""
         due, next_at = [], float("inf")
         for lease in sub.held():
-            if lease in running or lease.lost or lease.cancelled:
+            if lease in running or not lease.renewable:
                 continue
             at = lease.renewal_time()
             if at <= now:

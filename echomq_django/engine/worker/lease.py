@@ -105,6 +105,15 @@ class Lease:
             return -1
         return int((time.monotonic() - self.started) * 1_000_000)
 
+    @property
+    def renewable(self) -> bool:
+        """Whether renewing it is any use. Not once lost (it is someone else's now), nor
+        once cancelled: the server refuses a cancelled job's renewal (EMQCANCEL), so its
+        lease runs out and the reaper ends it; asked again, a task that goes on after its
+        cancel would cost an extend on every beat, and a supervised child stamped by its
+        lapse would stop the runs beside it."""
+        return not (self.lost or self.cancelled)
+
     def renewal_time(self) -> float:
         """When the lease is a third through: the heartbeat extends it then. A running
         job's is renewed at least every CANCEL_CHECK_S: the renewal is how a cancel

@@ -201,14 +201,12 @@ class Ledger:
     def due_for_renewal(self, now: float, stamp_after_s: float) -> tuple[list[Lease], float]:
         """The leases to extend now (a third through, or a run going on for
         ``stamp_after_s`` whose start the server does not hold yet), and when the next
-        one is due. A cancelled job's lease is renewed no more: the server refuses it
-        (EMQCANCEL), and a task that goes on after its cancel would be asked again on
-        every beat; its lease runs out and the reaper ends it."""
+        one is due (only ``Lease.renewable`` ones)."""
         due: list[Lease] = []
         next_at = float("inf")
         with self._lock:
             for lease in self._held.values():
-                if not (lease.lost or lease.released or lease.cancelled):
+                if lease.renewable and not lease.released:
                     at = lease.renewal_time()
                     if at <= now:
                         due.append(lease)
@@ -217,7 +215,7 @@ class Ledger:
             # A run going on for a while gets its start time on the server now, not at
             # its end: its result shows when it started while it runs.
             for lease in self._running:
-                if lease not in due and not (lease.stamped or lease.lost or lease.cancelled):
+                if lease not in due and lease.renewable and not lease.stamped:
                     at = lease.started + stamp_after_s
                     if at <= now:
                         due.append(lease)

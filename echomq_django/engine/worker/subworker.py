@@ -205,10 +205,9 @@ class Subworker:
             until = float("inf")
             for held in self.leases.values():
                 if isinstance(held, Lease):
-                    # Renewed no more: lost (the child is told, and lets it go), or
-                    # cancelled (its run is the keeper's to kill after the hard grace;
-                    # its lapse must not stop the runs beside it).
-                    if not (held.lost or held.cancelled):
+                    # One renewed no more does not count: a lost one the child is told
+                    # of and lets go; a cancelled run is the keeper's to kill.
+                    if held.renewable:
                         until = min(until, stop_by(held.renewed_at, held.lease_ms))
                 else:  # (queue, sent, entry): never renewed yet
                     until = min(until, stop_by(held[1], held[2][3]))
