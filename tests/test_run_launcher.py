@@ -72,6 +72,20 @@ class Launcher:
         return "\n".join(self.lines[-60:])
 
 
+def launcher_env(tmp_path: Path, **settings: str) -> dict[str, str]:
+    """The environment of a launcher of the test's own: none of the developer's ECHOMQ_
+    settings, its var/ and database in ``tmp_path``, then ``settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ECHOMQ_")}
+    env.pop("PYTEST_CURRENT_TEST", None)
+    env.update(
+        ECHOMQ_VAR_DIR=str(tmp_path / "var"),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        DJANGO_SETTINGS_MODULE="project.settings",
+        **settings,
+    )
+    return env
+
+
 def _get(url: str) -> int:
     deadline = time.monotonic() + 30
     while True:
@@ -110,17 +124,12 @@ def _processes_mentioning(text: str) -> list[str]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_run_starts_everything_and_ctrl_c_leaves_nothing_behind(tmp_path):
     server_port, http_port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ECHOMQ_")}
-    env.update(
-        ECHOMQ_VAR_DIR=str(tmp_path / "var"),
+    env = launcher_env(
+        tmp_path,
         ECHOMQ_SERVER_PORT=str(server_port),
         ECHOMQ_HTTP_ADDR=f"127.0.0.1:{http_port}",
         ECHOMQ_ADMIN_PASSWORD="run-test-password",
-        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        DJANGO_SETTINGS_MODULE="project.settings",
     )
-    env.pop("PYTEST_CURRENT_TEST", None)
-
     run = Launcher(env)
     try:
         run.wait_ready()
@@ -147,8 +156,7 @@ def test_run_refuses_a_taken_web_port_before_starting_anything(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ECHOMQ_")}
-        env.update(ECHOMQ_VAR_DIR=str(tmp_path / "var"), ECHOMQ_HTTP_ADDR=f"127.0.0.1:{port}")
+        env = launcher_env(tmp_path, ECHOMQ_HTTP_ADDR=f"127.0.0.1:{port}")
         done = subprocess.run(
             [sys.executable, str(ROOT / "scripts" / "run.py")],
             cwd=ROOT,
@@ -169,15 +177,11 @@ def test_run_on_a_server_of_the_users_never_prints_its_password(tmp_path):
     secret = "Url-s3cret-9f2"
     http_port = free_port()
     with EmbeddedServer(password=secret) as server:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("ECHOMQ_")}
-        env.update(
+        env = launcher_env(
+            tmp_path,
             ECHOMQ_URL=f"redis://:{secret}@127.0.0.1:{server.port}/0",
-            ECHOMQ_VAR_DIR=str(tmp_path / "var"),
             ECHOMQ_HTTP_ADDR=f"127.0.0.1:{http_port}",
-            DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-            DJANGO_SETTINGS_MODULE="project.settings",
         )
-        env.pop("PYTEST_CURRENT_TEST", None)
         run = Launcher(env)
         try:
             run.wait_ready()

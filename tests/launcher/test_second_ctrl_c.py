@@ -10,7 +10,7 @@ import time
 import pytest
 
 from echomq_django.devserver import free_port
-from tests.test_run_launcher import Launcher, _processes_mentioning
+from tests.test_run_launcher import Launcher, _processes_mentioning, launcher_env
 
 pytestmark = [
     pytest.mark.slow,
@@ -19,16 +19,12 @@ pytestmark = [
 
 
 def test_a_second_ctrl_c_stops_everything_at_once(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ECHOMQ_")}
-    env.update(
-        ECHOMQ_VAR_DIR=str(tmp_path / "var"),
+    env = launcher_env(
+        tmp_path,
         ECHOMQ_SERVER_PORT=str(free_port()),
         ECHOMQ_HTTP_ADDR=f"127.0.0.1:{free_port()}",
         ECHOMQ_ADMIN_PASSWORD="run-test-password",
-        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        DJANGO_SETTINGS_MODULE="project.settings",
     )
-    env.pop("PYTEST_CURRENT_TEST", None)
     run = Launcher(env)
     try:
         run.wait_ready()
